@@ -1,0 +1,1 @@
+"""Benchmarks and reports: tables, JSON and plots over many runs."""

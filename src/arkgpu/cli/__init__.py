@@ -1,0 +1,1 @@
+"""Thin command line: each command parses, calls one function, prints."""

@@ -1,0 +1,1 @@
+"""Kubernetes adapters: scheduler extender and device plugin."""

@@ -1,0 +1,1 @@
+"""The resource limiter: control region layout, Python mirror, native interception library."""

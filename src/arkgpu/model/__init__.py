@@ -1,0 +1,1 @@
+"""Domain model: GPU models, nodes, pods and the cluster state they share."""

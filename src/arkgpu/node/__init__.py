@@ -1,0 +1,1 @@
+"""The node runtime: reads regions, runs the adjustment unit, writes shares."""

@@ -1,0 +1,1 @@
+"""Simulation engines: the placement experiment and the co-location simulator."""
