@@ -70,12 +70,19 @@ class RunResult:
 def inflate_and_shuffle(
     pods: Sequence[Pod], capacity_milli: int, inflate: float, rng: np.random.Generator
 ) -> list[Pod]:
-    """FGD's workload: the trace plus pods drawn up to ``inflate`` x capacity, shuffled."""
-    target = inflate * capacity_milli
-    total = sum(p.total_gpu_milli for p in pods)
-    workload = list(pods)
+    """FGD's workload tuning: GPU requests brought to ``inflate`` x capacity, then shuffled.
+
+    Below the target, pods drawn uniformly with replacement are appended until
+    the next would pass it; above it, pods drawn at random are removed until
+    the rest fits under it.
+    """
     if not any(p.total_gpu_milli for p in pods):
-        raise ValueError("the trace has no GPU pod: nothing to inflate to a GPU target")
+        raise ValueError("the trace has no GPU pod: nothing to tune to a GPU target")
+    target = inflate * capacity_milli
+    workload = list(pods)
+    total = sum(p.total_gpu_milli for p in pods)
+    while total > target:
+        total -= workload.pop(int(rng.integers(len(workload)))).total_gpu_milli
     while True:
         extra = pods[int(rng.integers(len(pods)))]
         if total + extra.total_gpu_milli > target:
