@@ -21,6 +21,7 @@ from arkgpu.bench.placement import (
     table_rows,
 )
 from arkgpu.bench.plots import plot_allocation
+from arkgpu.cli.placement_tools import register_tools
 from arkgpu.placement import POLICIES
 from arkgpu.sim.placing import ExperimentConfig, run_placement
 from arkgpu.traces.catalog import (
@@ -68,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     bench.add_argument("--json", type=Path, default=None, dest="json_out", help="write JSON here")
     bench.add_argument("--plot", type=Path, default=None, help="write a PNG here")
     bench.set_defaults(handler=cmd_bench)
+    register_tools(sub)
 
 
 def _resolve(args: argparse.Namespace) -> tuple[TraceRef, Path]:

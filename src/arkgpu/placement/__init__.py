@@ -3,11 +3,12 @@
 Importing this package registers every built-in policy in :data:`POLICIES`.
 """
 
-from arkgpu.placement import dotprod, fgd, hami, heuristics
+from arkgpu.placement import arkgpu, dotprod, fgd, hami, heuristics
 from arkgpu.placement.base import POLICIES, Policy, PolicyContext, PolicyRegistry
 
 __all__ = [
     "POLICIES",
+    "arkgpu",
     "Policy",
     "PolicyContext",
     "PolicyRegistry",

@@ -1,0 +1,111 @@
+"""An achievable clairvoyant figure: pack the whole arrived pod list offline.
+
+The packer sees every pod that arrives up to the measuring point at once and
+keeps every constraint (CPU, memory, GPU shares, whole GPUs on one node,
+``gpu_spec``). It is not a bound: it is the best of a few offline packings, a
+figure that a scheduler knowing the future could certainly reach.
+
+Packings tried (each in decreasing order: whole-GPU pods by GPU count, then
+shares by size, then by CPU; CPU-only pods last):
+
+- *best-fit decreasing*: a share goes to the GPU with the least room that
+  still fits it (node order on ties); whole-GPU pods go to the node with the
+  fewest free GPUs that can take them, then the least CPU left;
+- *FGD decreasing*: the same order placed by FGD's fragmentation gradient,
+  with the typical pods taken from the list itself;
+- *arkgpu primed*, in decreasing and in the given order: the ``arkgpu`` policy
+  with shapes and prices learned from the whole list before the first pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from arkgpu.model.cluster import Assignment, ClusterState
+from arkgpu.model.resources import MILLI_PER_GPU, Node, Pod
+from arkgpu.placement.arkgpu import ArkgpuPolicy
+from arkgpu.placement.base import feasible_nodes, fits_gpu, free_gpu_count
+from arkgpu.placement.fgd import FgdPolicy
+from arkgpu.placement.fragmentation import TypicalPods
+
+Chooser = Callable[[ClusterState, Pod], Assignment | None]
+
+
+@dataclass(frozen=True, slots=True)
+class OfflinePacking:
+    """The best offline packing found."""
+
+    unallocated_pct: float
+    """GPU % of capacity left unallocated."""
+    method: str
+    placed: int
+    failed: int
+
+
+def decreasing(pods: Sequence[Pod]) -> list[Pod]:
+    """Whole-GPU pods (most GPUs first), then shares (largest first), then CPU-only pods."""
+    return sorted(
+        pods,
+        key=lambda p: (p.num_gpu == 0, -(p.gpu_milli == MILLI_PER_GPU), -p.num_gpu, -p.gpu_milli, -p.cpu_milli),
+    )
+
+
+def best_fit_choice(state: ClusterState, pod: Pod) -> Assignment | None:
+    """Tightest GPU for a share, fullest feasible node for whole GPUs and CPU-only pods."""
+    nodes = np.flatnonzero(feasible_nodes(state, pod))
+    if len(nodes) == 0:
+        return None
+    if pod.is_gpu_share:
+        left = np.where(fits_gpu(state, pod)[nodes], state.gpu_left[nodes], MILLI_PER_GPU + 1)
+        flat = int(np.argmin(left))
+        row, slot = divmod(flat, left.shape[1])
+        return Assignment(int(nodes[row]), (slot,))
+    free = free_gpu_count(state, nodes) if pod.num_gpu else np.zeros(len(nodes), np.int64)
+    order = np.lexsort((state.cpu_left[nodes], free))
+    node = int(nodes[order[0]])
+    gpus = np.flatnonzero(state.gpu_exists[node] & (state.gpu_left[node] == MILLI_PER_GPU))
+    return Assignment(node, tuple(int(g) for g in gpus[: pod.num_gpu]))
+
+
+def pack(nodes: Sequence[Node], pods: Sequence[Pod], choose: Chooser) -> tuple[ClusterState, int]:
+    """Place ``pods`` in the given order with ``choose``; return the state and failures."""
+    state = ClusterState.from_nodes(nodes)
+    failed = 0
+    for pod in pods:
+        where = choose(state, pod)
+        if where is None:
+            failed += 1
+        else:
+            state.place(pod, where)
+    return state, failed
+
+
+def _primed(empty: ClusterState, pods: Sequence[Pod], rng: np.random.Generator) -> Chooser:
+    policy = ArkgpuPolicy(empty)
+    policy.prime(empty, pods)
+    return lambda s, p: policy.choose(s, p, rng)
+
+
+def clairvoyant(nodes: Sequence[Node], pods: Sequence[Pod]) -> OfflinePacking:
+    """Best offline packing of ``pods`` on ``nodes`` over the methods above."""
+    ordered = decreasing(pods)
+    rng = np.random.default_rng(0)
+    empty = ClusterState.from_nodes(nodes)
+    fgd = FgdPolicy(empty, TypicalPods.from_pods(pods))
+    methods: dict[str, tuple[Sequence[Pod], Chooser]] = {
+        "best-fit decreasing": (ordered, best_fit_choice),
+        "fgd decreasing": (ordered, lambda s, p: fgd.choose(s, p, rng)),
+        "arkgpu primed, decreasing": (ordered, _primed(empty, pods, rng)),
+        "arkgpu primed, given order": (pods, _primed(empty, pods, rng)),
+    }
+    best: OfflinePacking | None = None
+    for name, (order, choose) in methods.items():
+        state, failed = pack(nodes, order, choose)
+        pct = 100.0 * (1.0 - state.allocated_gpu_milli / state.total_gpu_milli)
+        if best is None or pct < best.unallocated_pct:
+            best = OfflinePacking(pct, name, len(pods) - failed, failed)
+    assert best is not None
+    return best
