@@ -72,7 +72,9 @@ class StudySpec:
         traces = range(len(self.traces))
         out: list[Task] = [("bound", t, "", s) for t in traces for s in self.seeds]
         out += [("run", t, p, s) for s in self.seeds for t in traces for p in self.policies]
-        out += [("run", t, p, s) for s in self.baseline_seeds for t in traces for p in self.baselines]
+        out += [
+            ("run", t, p, s) for s in self.baseline_seeds for t in traces for p in self.baselines
+        ]
         out += [("clairvoyant", t, "", s) for s in self.clairvoyant_seeds for t in traces]
         return out
 
@@ -198,7 +200,9 @@ def plot_study(path: Path, report: dict[str, Any]) -> None:
     """Bars of unallocated GPU % at 100% arrived per trace: one per policy, bound, clairvoyant."""
     traces = report["traces"]
     names = sorted({n for t in traces for n in t["policies"]})
-    series = [(n, [t["policies"].get(n, {}).get("mean_at_100", np.nan) for t in traces]) for n in names]
+    series = [
+        (n, [t["policies"].get(n, {}).get("mean_at_100", np.nan) for t in traces]) for n in names
+    ]
     series.append(("clairvoyant", [t.get("clairvoyant_unallocated_pct", np.nan) for t in traces]))
     series.append(("LP bound", [t.get("lp_bound_unallocated_pct", np.nan) for t in traces]))
     fig = Figure(figsize=(max(8, 1.4 * len(traces)), 5))

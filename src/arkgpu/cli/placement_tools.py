@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 
 from arkgpu.bench.placement import parse_seeds
@@ -20,9 +22,11 @@ from arkgpu.bench.placement_study import (
 from arkgpu.placement import POLICIES
 from arkgpu.placement.bounds import lp_bound
 from arkgpu.placement.bounds_offline import clairvoyant
+from arkgpu.placement.defrag import greedy_plan, plan_summary, validate, waiting_demand
+from arkgpu.placement.defrag_ga import ga_plan
+from arkgpu.sim.replay import ReplayConfig, place_until, replay
 from arkgpu.traces.catalog import TraceRef, default_node_list, resolve_pod_trace
 from arkgpu.traces.openb import load_nodes, load_pods
-
 
 
 def _trace_args(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +48,22 @@ def register_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     bound.add_argument("--seed", type=int, default=42)
     bound.add_argument("--json", action="store_true", help="print the result as JSON")
     bound.set_defaults(handler=cmd_bound)
+    defrag = sub.add_parser("defrag", help="re-pack at 100%% arrived moving at most K pods")
+    _trace_args(defrag)
+    defrag.add_argument("--policy", required=True, choices=POLICIES.names())
+    defrag.add_argument("--seed", type=int, default=42)
+    defrag.add_argument("--max-moves", type=int, default=50, help="K: running pods moved at most")
+    defrag.add_argument("--planner", choices=("ga", "greedy"), default="ga")
+    defrag.add_argument("--json", action="store_true", help="print the result as JSON")
+    defrag.set_defaults(handler=cmd_defrag)
+    replay = sub.add_parser("replay", help="time-ordered replay with departures and a queue")
+    _trace_args(replay)
+    replay.add_argument("--policy", required=True, choices=POLICIES.names())
+    replay.add_argument("--seed", type=int, default=42)
+    replay.add_argument("--load", type=float, default=1.2, help="peak load if none waited")
+    replay.add_argument("--node-fraction", type=float, default=0.5)
+    replay.add_argument("--json", action="store_true", help="print the result as JSON")
+    replay.set_defaults(handler=cmd_replay)
     study = sub.add_parser("study", help="every openb trace: policies, LP bound, clairvoyant")
     study.add_argument("--traces", default=",".join(OPENB_TRACES))
     study.add_argument("--nodes", type=Path, default=None)
@@ -85,8 +105,64 @@ def cmd_bound(args: argparse.Namespace) -> int:
         return 0
     print(
         f"{doc['trace']} seed {args.seed}: LP bound {doc['lp_bound_unallocated_pct']:.2f}% "
-        f"unallocated at 100% arrived; clairvoyant packing {doc['clairvoyant_unallocated_pct']:.2f}% "
+        "unallocated at 100% arrived; clairvoyant packing "
+        f"{doc['clairvoyant_unallocated_pct']:.2f}% "
         f"({doc['clairvoyant_method']})"
+    )
+    return 0
+
+
+def cmd_defrag(args: argparse.Namespace) -> int:
+    """Run the policy to 100% arrived, then plan a re-packing of at most K moves."""
+    if args.max_moves < 0:
+        raise ValueError(f"--max-moves must be >= 0, got {args.max_moves}")
+    trace, nodes_path = _resolve(args.trace, args.nodes)
+    nodes, pods = load_nodes(nodes_path), load_pods(trace.path)
+    problem = place_until(nodes, pods, args.policy, args.seed, args.inflate)
+    started = time.perf_counter()
+    if args.planner == "ga":
+        plan = ga_plan(problem, args.max_moves, np.random.default_rng(args.seed))
+    else:
+        plan = greedy_plan(problem, args.max_moves)
+    seconds = time.perf_counter() - started
+    validate(problem, plan)
+    doc: dict[str, Any] = {
+        "trace": trace.label,
+        "policy": args.policy,
+        "seed": args.seed,
+        "planner": args.planner,
+        "max_moves": args.max_moves,
+        "pods_waiting": len(problem.waiting),
+        "waiting_gpus": waiting_demand(problem.waiting) / 1000,
+        **plan_summary(problem, plan, seconds),
+    }
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return 0
+    print(
+        f"{trace.label} {args.policy} seed {args.seed}, {args.planner} K={args.max_moves}: "
+        f"{doc['gpus_gained']:.2f} GPUs gained by moving {doc['pods_moved']} pods "
+        f"({doc['pods_admitted']} of {len(problem.waiting)} waiting pods admitted), {seconds:.1f} s"
+    )
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Replay the trace in time order with departures; print the queue figures."""
+    trace, nodes_path = _resolve(args.trace, args.nodes)
+    config = ReplayConfig(seed=args.seed, load=args.load, node_fraction=args.node_fraction)
+    result = replay(load_nodes(nodes_path), load_pods(trace.path), args.policy, config)
+    doc: dict[str, Any] = {"trace": trace.label, "simulated": True, **result.summary()}
+    if args.json:
+        doc["allocation_pct"] = result.allocation_pct.tolist()
+        doc["waiting"] = result.waiting.tolist()
+        print(json.dumps(doc, indent=2))
+        return 0
+    print(
+        f"{trace.label} {args.policy} (simulated replay): mean GPU allocation "
+        f"{doc['mean_allocation_pct']:.1f}%, mean waiting {doc['mean_waiting']:.1f} pods, "
+        f"wait mean {doc['wait_s_mean']:.0f} s p99 {doc['wait_s_p99']:.0f} s, "
+        f"{doc['never_placed']} never placed"
     )
     return 0
 

@@ -8,10 +8,10 @@ from arkgpu.placement.base import POLICIES, Policy, PolicyContext, PolicyRegistr
 
 __all__ = [
     "POLICIES",
-    "arkgpu",
     "Policy",
     "PolicyContext",
     "PolicyRegistry",
+    "arkgpu",
     "dotprod",
     "fgd",
     "hami",

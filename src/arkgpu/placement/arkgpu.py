@@ -45,11 +45,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from arkgpu.model.cluster import Assignment, ClusterState, FloatArray, IntArray
-from arkgpu.model.resources import MILLI_PER_GPU, Pod
+from arkgpu.model.resources import Pod
 from arkgpu.placement.arkgpu_values import ShareValues
 from arkgpu.placement.base import POLICIES, PolicyContext, feasible_nodes, pick_best
 from arkgpu.placement.fgd import _distinct_share_options, frag_score
-from arkgpu.placement.fragmentation import POPULARITY_THRESHOLD, FragTables, TypicalPods, fragmentation
+from arkgpu.placement.fragmentation import (
+    POPULARITY_THRESHOLD,
+    FragTables,
+    TypicalPods,
+    fragmentation,
+)
 
 Shape = tuple[int, int, int, frozenset[str]]
 
@@ -102,7 +107,7 @@ class ShapeLearner:
             self.gpu_cpu += pod.cpu_milli
             self.gpu_memory += pod.memory_mib
 
-    def stranded(self, gpu_left: FloatArray, cpu_left: FloatArray, mem_left: FloatArray) -> FloatArray:
+    def stranded(self, gpu_left: IntArray, cpu_left: IntArray, mem_left: IntArray) -> FloatArray:
         """GPU milli left that the CPU and memory left cannot serve at the GPU pods' mean ratio."""
         if self.gpu_milli == 0:
             return np.zeros(len(gpu_left))
@@ -190,7 +195,12 @@ class ArkgpuPolicy:
         return fragmentation(tables, cpu_left, self.access[nodes], self.typical)
 
     def _strand(
-        self, state: ClusterState, nodes: IntArray, pod: Pod, gpu_before: IntArray, gpu_after: IntArray
+        self,
+        state: ClusterState,
+        nodes: IntArray,
+        pod: Pod,
+        gpu_before: IntArray,
+        gpu_after: IntArray,
     ) -> FloatArray:
         cpu, mem = state.cpu_left[nodes], state.memory_left[nodes]
         before = self.learner.stranded(gpu_before, cpu, mem)
@@ -236,8 +246,8 @@ class ArkgpuPolicy:
         small = base.small_sum[rows] - np.where(old < m, old, 0) + np.where(new < m, new, 0)
         big = base.big_count[rows] - (old >= m) + (new >= m)
         after = FragTables(small, big, base.total[rows] - pod.gpu_milli)
-        cost = self._frag(nodes[rows], after, cpu_after[rows]) - before[rows]
-        cost = -frag_score(before[rows], before[rows] + cost)
+        change = self._frag(nodes[rows], after, cpu_after[rows]) - before[rows]
+        cost = -frag_score(before[rows], before[rows] + change)
         loss = self.values.loss(state.model_index[nodes[rows]], left, pod)
         strand = self._strand(state, nodes, pod, base.total, base.total - pod.gpu_milli)[rows]
         total = cost + loss / self.config.pattern_milli_per_point + strand

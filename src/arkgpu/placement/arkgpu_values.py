@@ -33,7 +33,11 @@ class ShareValues:
         self.row_of_model = np.array(
             [self.models.index(m) if m else len(self.models) for m in names], dtype=np.int64
         )
-        counts = Counter(state.nodes[i].gpu_model for i in range(len(state.nodes)) for _ in range(state.nodes[i].num_gpu))
+        counts = Counter(
+            state.nodes[i].gpu_model
+            for i in range(len(state.nodes))
+            for _ in range(state.nodes[i].num_gpu)
+        )
         self.gpus = [counts[m] for m in self.models]
         self.capacity = sum(self.gpus) * MILLI_PER_GPU
         self.table = np.zeros((len(self.models) + 1, MILLI_PER_GPU + 1))

@@ -75,7 +75,7 @@ class PatternMaster:
     """[item][model]: the item may go to a GPU of this model."""
     gpus: list[int]
     """GPUs per model."""
-    whole: list[int]
+    whole: list[float]
     """Whole GPUs asked for, per spec class column of :attr:`whole_admits`."""
     whole_admits: list[list[bool]]
     columns: list[tuple[int, tuple[int, ...]]]
@@ -96,7 +96,9 @@ def _knapsack(values: FloatArray, sizes: Sequence[int], bounds: Sequence[float])
     choice = np.full((len(pieces), MILLI_PER_GPU + 1), False)
     for j, (i, take) in enumerate(pieces):
         w = sizes[i] * take
-        gain = np.concatenate([np.full(w, -np.inf), best[: MILLI_PER_GPU + 1 - w] + values[i] * take])
+        gain = np.concatenate(
+            [np.full(w, -np.inf), best[: MILLI_PER_GPU + 1 - w] + values[i] * take]
+        )
         choice[j] = gain > best
         best = np.maximum(best, gain)
     counts, cap = [0] * len(sizes), int(np.argmax(best))
@@ -127,14 +129,22 @@ def _solve(master: PatternMaster) -> tuple[float, FloatArray, FloatArray]:
             profit[c] = MILLI_PER_GPU
             upper[c] = np.inf if master.whole_admits[k][m] else 0.0
     rhs = np.array(master.counts + master.gpus + master.whole, dtype=np.float64)
-    res = linprog(-profit, A_ub=a, b_ub=rhs, bounds=list(zip([0.0] * n_cols, upper, strict=True)), method="highs")
+    res = linprog(
+        -profit,
+        A_ub=a,
+        b_ub=rhs,
+        bounds=list(zip([0.0] * n_cols, upper, strict=True)),
+        method="highs",
+    )
     if res.status != 0:
         raise RuntimeError(f"LP bound: HiGHS failed: {res.message}")
     duals = -np.asarray(res.ineqlin.marginals)
     return float(-res.fun), duals[:n_items], duals[n_items : n_items + n_models]
 
 
-def _price(master: PatternMaster, y: FloatArray, z: FloatArray) -> list[tuple[int, tuple[int, ...]]]:
+def _price(
+    master: PatternMaster, y: FloatArray, z: FloatArray
+) -> list[tuple[int, tuple[int, ...]]]:
     """Patterns with positive reduced profit, at most one per model."""
     found = []
     for m in range(len(master.gpus)):
@@ -236,11 +246,18 @@ def cutting_stock_prices(sizes: Sequence[int], counts: Sequence[float]) -> Float
     by the same knapsack pricing until none has ``sum_i a_i y_i > 1``.
     """
     n = len(sizes)
-    columns = [tuple(int(i == j) * (MILLI_PER_GPU // s) for j in range(n)) for i, s in enumerate(sizes)]
+    columns = [
+        tuple(int(i == j) * (MILLI_PER_GPU // s) for j in range(n)) for i, s in enumerate(sizes)
+    ]
     y = np.zeros(n)
     for _ in range(MAX_ROUNDS):
         a = np.array(columns, dtype=np.float64).T
-        res = linprog(np.ones(len(columns)), A_ub=-a, b_ub=-np.asarray(counts, dtype=np.float64), method="highs")
+        res = linprog(
+            np.ones(len(columns)),
+            A_ub=-a,
+            b_ub=-np.asarray(counts, dtype=np.float64),
+            method="highs",
+        )
         if res.status != 0:
             raise RuntimeError(f"cutting-stock LP: HiGHS failed: {res.message}")
         y = -np.asarray(res.ineqlin.marginals)

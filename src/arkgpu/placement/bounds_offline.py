@@ -49,7 +49,13 @@ def decreasing(pods: Sequence[Pod]) -> list[Pod]:
     """Whole-GPU pods (most GPUs first), then shares (largest first), then CPU-only pods."""
     return sorted(
         pods,
-        key=lambda p: (p.num_gpu == 0, -(p.gpu_milli == MILLI_PER_GPU), -p.num_gpu, -p.gpu_milli, -p.cpu_milli),
+        key=lambda p: (
+            p.num_gpu == 0,
+            -(p.gpu_milli == MILLI_PER_GPU),
+            -p.num_gpu,
+            -p.gpu_milli,
+            -p.cpu_milli,
+        ),
     )
 
 

@@ -1,0 +1,308 @@
+"""Defragmentation by re-packing: move at most K running pods to let waiting pods in.
+
+A :class:`DefragProblem` is a cluster state with the running pods and where
+they run, and the pods waiting for room. A :class:`Plan` moves some running
+pods (each to a new node and GPUs) and admits some waiting pods. It is applied
+as a batch: every moved pod is taken off first, then every moved pod is put
+in its new place, then the admitted pods; :func:`apply_plan` checks every step
+with :meth:`ClusterState.place`, so an invalid plan raises and no pod is lost.
+The gain is the GPU milli of the admitted pods.
+
+:func:`greedy_plan` is the baseline planner: waiting pods, largest GPU demand
+first, each admitted where the fewest running pods need to move and each of
+those fits elsewhere right away (best fit), until K moves are spent.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from arkgpu.model.cluster import Assignment, BoolArray, ClusterState, IntArray, PlacementError
+from arkgpu.model.resources import MILLI_PER_GPU, Pod
+from arkgpu.placement.base import feasible_nodes, fits_gpu
+
+
+@dataclass(frozen=True, slots=True)
+class DefragProblem:
+    """The cluster at the measuring point, its running pods and the pods waiting."""
+
+    state: ClusterState
+    running: tuple[tuple[Pod, Assignment], ...]
+    waiting: tuple[Pod, ...]
+
+
+@dataclass(slots=True)
+class Plan:
+    """Moves of running pods (index into ``running``) and admissions of waiting pods."""
+
+    moves: dict[int, Assignment] = field(default_factory=dict)
+    admits: dict[int, Assignment] = field(default_factory=dict)
+
+    def gain_milli(self, problem: DefragProblem) -> int:
+        """GPU milli of the admitted waiting pods."""
+        return sum(problem.waiting[i].total_gpu_milli for i in self.admits)
+
+
+def apply_plan(problem: DefragProblem, plan: Plan) -> ClusterState:
+    """A copy of the state with the plan carried out; PlacementError if any step does not fit."""
+    state = copy.deepcopy(problem.state)
+    for i in plan.moves:
+        pod, where = problem.running[i]
+        state.remove(pod, where)
+    for i, where in plan.moves.items():
+        state.place(problem.running[i][0], where)
+    for i, where in plan.admits.items():
+        state.place(problem.waiting[i], where)
+    return state
+
+
+def best_fit(state: ClusterState, pod: Pod, exclude: int = -1) -> Assignment | None:
+    """Tightest place for ``pod``: fullest GPU for a share, fewest free GPUs otherwise."""
+    ok = feasible_nodes(state, pod)
+    if exclude >= 0:
+        ok[exclude] = False
+    nodes = np.flatnonzero(ok)
+    if len(nodes) == 0:
+        return None
+    if pod.is_gpu_share:
+        left = np.where(fits_gpu(state, pod)[nodes], state.gpu_left[nodes], MILLI_PER_GPU + 1)
+        row, slot = divmod(int(np.argmin(left)), left.shape[1])
+        return Assignment(int(nodes[row]), (slot,))
+    free = (state.gpu_left[nodes] == MILLI_PER_GPU).sum(axis=1)
+    node = int(nodes[np.lexsort((state.cpu_left[nodes], free))[0]])
+    gpus = np.flatnonzero(state.gpu_exists[node] & (state.gpu_left[node] == MILLI_PER_GPU))
+    return Assignment(node, tuple(int(g) for g in gpus[: pod.num_gpu]))
+
+
+def fits(state: ClusterState, pod: Pod, where: Assignment) -> bool:
+    """Whether :meth:`ClusterState.place` would accept ``pod`` on ``where``."""
+    n = where.node
+    if state.cpu_left[n] < pod.cpu_milli or state.memory_left[n] < pod.memory_mib:
+        return False
+    if len(set(where.gpus)) != pod.num_gpu or len(where.gpus) != pod.num_gpu:
+        return False
+    if pod.num_gpu and not state.allowed_nodes(pod)[n]:
+        return False
+    return all(state.gpu_exists[n, g] and state.gpu_left[n, g] >= pod.gpu_milli for g in where.gpus)
+
+
+def clone(state: ClusterState) -> ClusterState:
+    """A copy whose free-resource arrays are its own (node list and capacities shared)."""
+    twin = copy.copy(state)
+    for name in ("cpu_left", "memory_left", "gpu_left", "affinity"):
+        setattr(twin, name, getattr(state, name).copy())
+    return twin
+
+
+Resident = tuple[int, Pod, Assignment]
+"""(index into ``running``, pod, where it runs now)."""
+
+
+def evictions(
+    state: ClusterState, residents: Sequence[Resident], pod: Pod, node: int
+) -> list[int] | None:
+    """Few residents of ``node`` to take off so that ``pod`` fits there; None if it never can.
+
+    Whole GPUs: empty the GPUs with the fewest pods. A share: the GPU whose
+    residents free the room with the fewest pods, largest first. Then CPU-only
+    pods, largest first, until CPU and memory suffice.
+    """
+    by_gpu: dict[int, list[Resident]] = {}
+    for r in residents:
+        for g in r[2].gpus:
+            by_gpu.setdefault(g, []).append(r)
+    gpus = [int(g) for g in np.flatnonzero(state.gpu_exists[node])]
+    if len(gpus) < pod.num_gpu:
+        return None
+    out: list[Resident] = []
+    if pod.is_gpu_share:
+        options = [_free_share(state, node, g, by_gpu.get(g, []), pod.gpu_milli) for g in gpus]
+        out = min(options, key=len)
+    elif pod.num_gpu:
+        emptiest = sorted(gpus, key=lambda g: (len(by_gpu.get(g, [])), -state.gpu_left[node, g]))
+        out = list({r[0]: r for g in emptiest[: pod.num_gpu] for r in by_gpu.get(g, [])}.values())
+    cpu = int(state.cpu_left[node]) + sum(r[1].cpu_milli for r in out)
+    mem = int(state.memory_left[node]) + sum(r[1].memory_mib for r in out)
+    for r in sorted((r for r in residents if not r[2].gpus), key=lambda r: -r[1].cpu_milli):
+        if cpu >= pod.cpu_milli and mem >= pod.memory_mib:
+            break
+        out.append(r)
+        cpu, mem = cpu + r[1].cpu_milli, mem + r[1].memory_mib
+    if cpu < pod.cpu_milli or mem < pod.memory_mib:
+        return None
+    return [r[0] for r in out]
+
+
+def _free_share(
+    state: ClusterState, node: int, gpu: int, on_gpu: list[Resident], milli: int
+) -> list[Resident]:
+    freed, out = int(state.gpu_left[node, gpu]), []
+    for r in sorted(on_gpu, key=lambda r: -r[1].gpu_milli):
+        if freed >= milli:
+            break
+        out.append(r)
+        freed += r[1].gpu_milli
+    return out
+
+
+def place_on(state: ClusterState, pod: Pod, node: int) -> Assignment | None:
+    """The pod on ``node`` (tightest GPU for a share, lowest free GPUs), or None."""
+    if not feasible_nodes(state, pod)[node]:
+        return None
+    left = state.gpu_left[node]
+    fits = np.flatnonzero(state.gpu_exists[node] & (left >= pod.gpu_milli))
+    if pod.is_gpu_share:
+        return Assignment(node, (int(fits[np.argmin(left[fits])]),))
+    return Assignment(node, tuple(int(g) for g in fits[: pod.num_gpu]))
+
+
+Attempt = tuple[ClusterState, dict[int, Assignment], Assignment]
+
+
+def admit_on(
+    state: ClusterState, running: Sequence[Pod], residents: Sequence[Resident], pod: Pod, node: int
+) -> Attempt | None:
+    """Evict from ``node``, admit ``pod`` there, re-place the evicted elsewhere (best fit)."""
+    evict = evictions(state, residents, pod, node)
+    if evict is None:
+        return None
+    trial = clone(state)
+    where_now = {r[0]: r[2] for r in residents}
+    for i in evict:
+        trial.remove(running[i], where_now[i])
+    where = place_on(trial, pod, node)
+    if where is None:
+        return None
+    trial.place(pod, where)
+    moves = {}
+    for i in sorted(evict, key=lambda i: -running[i].total_gpu_milli):
+        target = best_fit(trial, running[i], exclude=node)
+        if target is None:
+            return None
+        trial.place(running[i], target)
+        moves[i] = target
+    return trial, moves, where
+
+
+def greedy_plan(problem: DefragProblem, max_moves: int, candidates: int = 16) -> Plan:
+    """Admit waiting pods, largest first, each where the fewest pods move, within ``max_moves``.
+
+    ``candidates``: nodes tried per waiting pod, ranked by an estimate of the
+    evictions needed (:func:`eviction_estimate`); each try copies the
+    free-resource arrays, so this bounds the planner's time.
+    """
+    state, plan = clone(problem.state), Plan()
+    running = [pod for pod, _ in problem.running]
+    residents: dict[int, dict[int, Resident]] = {}
+    for i, (pod, where) in enumerate(problem.running):
+        residents.setdefault(where.node, {})[i] = (i, pod, where)
+    order = sorted(range(len(problem.waiting)), key=lambda i: -problem.waiting[i].total_gpu_milli)
+    for w in order:
+        budget = max_moves - moved_count(plan, problem)
+        pod = problem.waiting[w]
+        best = _cheapest(state, running, residents, pod, budget, candidates)
+        if best is None:
+            continue
+        state, moves, where = best
+        for i, target in moves.items():
+            old = plan.moves.get(i, problem.running[i][1])
+            del residents[old.node][i]
+            residents.setdefault(target.node, {})[i] = (i, running[i], target)
+        plan.moves.update(moves)
+        plan.admits[w] = where
+    return plan
+
+
+def eviction_estimate(
+    state: ClusterState, residents: dict[int, Resident], pod: Pod, node: int
+) -> int:
+    """A quick guess of how many residents must leave ``node`` for ``pod``; large if hopeless."""
+    per_gpu = np.zeros(state.gpu_left.shape[1], dtype=np.int64)
+    biggest = np.zeros(state.gpu_left.shape[1], dtype=np.int64)
+    for _, p, where in residents.values():
+        for g in where.gpus:
+            per_gpu[g] += 1
+            biggest[g] = max(biggest[g], p.gpu_milli)
+    exists = state.gpu_exists[node]
+    starved = int(state.cpu_left[node] < pod.cpu_milli or state.memory_left[node] < pod.memory_mib)
+    return starved + _gpu_estimate(state, pod, node, exists, per_gpu, biggest)
+
+
+def _gpu_estimate(
+    state: ClusterState,
+    pod: Pod,
+    node: int,
+    exists: BoolArray,
+    per_gpu: IntArray,
+    biggest: IntArray,
+) -> int:
+    if pod.is_gpu_share:
+        left = state.gpu_left[node]
+        guess = np.where(left >= pod.gpu_milli, 0, np.where(left + biggest >= pod.gpu_milli, 1, 3))
+        return int(np.where(exists, guess, 1 << 20).min())
+    if pod.num_gpu:
+        counts = np.sort(np.where(exists, per_gpu, 1 << 20))[: pod.num_gpu]
+        return int(counts.sum())
+    return 0
+
+
+def _cheapest(
+    state: ClusterState,
+    running: Sequence[Pod],
+    residents: dict[int, dict[int, Resident]],
+    pod: Pod,
+    budget: int,
+    candidates: int,
+) -> Attempt | None:
+    allowed = state.allowed_nodes(pod) if pod.num_gpu else state.gpu_count >= 0
+    nodes = [int(n) for n in np.flatnonzero(allowed & (state.gpu_count >= pod.num_gpu))]
+    guess = {n: eviction_estimate(state, residents.get(n, {}), pod, n) for n in nodes}
+    ranked = sorted((n for n in nodes if guess[n] <= budget), key=lambda n: guess[n])
+    best: Attempt | None = None
+    for node in ranked[:candidates]:
+        found = admit_on(state, running, list(residents.get(node, {}).values()), pod, node)
+        if found is None or len(found[1]) > budget:
+            continue
+        if best is None or len(found[1]) < len(best[1]):
+            best = found
+            if len(found[1]) <= guess[node]:
+                break
+    return best
+
+
+def validate(problem: DefragProblem, plan: Plan) -> ClusterState:
+    """Apply the plan and check that every running pod is still placed exactly once."""
+    state = apply_plan(problem, plan)
+    if any(i < 0 or i >= len(problem.running) for i in plan.moves):
+        raise PlacementError("plan moves a pod that is not running")
+    expected = problem.state.allocated_gpu_milli + plan.gain_milli(problem)
+    if state.allocated_gpu_milli != expected:
+        raise PlacementError("plan changes the GPU milli of the running pods")
+    return state
+
+
+def moved_count(plan: Plan, problem: DefragProblem) -> int:
+    """Running pods whose place the plan changes."""
+    return sum(1 for i, where in plan.moves.items() if where != problem.running[i][1])
+
+
+def plan_summary(problem: DefragProblem, plan: Plan, seconds: float) -> dict[str, float | int]:
+    """Figures of a plan: GPUs gained, pods moved, gain per move, wall time."""
+    gained = plan.gain_milli(problem) / MILLI_PER_GPU
+    moved = moved_count(plan, problem)
+    return {
+        "gpus_gained": gained,
+        "pods_moved": moved,
+        "pods_admitted": len(plan.admits),
+        "gpus_gained_per_move": gained / moved if moved else 0.0,
+        "wall_s": seconds,
+    }
+
+
+def waiting_demand(waiting: Sequence[Pod]) -> int:
+    """GPU milli the waiting pods ask for."""
+    return sum(p.total_gpu_milli for p in waiting)
