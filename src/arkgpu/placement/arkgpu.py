@@ -158,16 +158,16 @@ class ArkgpuPolicy:
         """Learn from ``pods`` before any arrival (the offline packer knows them all)."""
         for pod in pods:
             self.learner.observe(pod)
-        self._learn(state)
+        self._learn(state, force=True)
         self._next_learn = 1 << 62
 
-    def _learn(self, state: ClusterState) -> None:
+    def _learn(self, state: ClusterState, force: bool = False) -> None:
         self.typical = self.learner.typical(self.config.popularity)
         self.access = self.typical.access(state)
         self.tables = FragTables.compute(state.gpu_left, self.typical)
         self._seen_cpu = state.cpu_left.copy()
         self._seen_gpu = state.gpu_left.copy()
-        if self.learner.gpu_pods >= self.config.warmup:
+        if force or self.learner.gpu_pods >= self.config.warmup:
             self.values.learn(self.learner.shapes)
 
     def _observe(self, state: ClusterState, pod: Pod) -> None:

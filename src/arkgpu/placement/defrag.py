@@ -180,7 +180,7 @@ def admit_on(
     trial.place(pod, where)
     moves = {}
     for i in sorted(evict, key=lambda i: -running[i].total_gpu_milli):
-        target = best_fit(trial, running[i], exclude=node)
+        target = best_fit(trial, running[i])
         if target is None:
             return None
         trial.place(running[i], target)

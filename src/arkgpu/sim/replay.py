@@ -43,13 +43,13 @@ class ReplayConfig:
     """Seed of the policy's random tie-breaks (the trace order is fixed)."""
     samples: int = 200
     """Points of the allocation and queue curves, evenly spaced in trace time."""
-    load: float = 1.2
+    load: float | None = 1.2
     """Peak share of GPU capacity the pods would hold if none waited (over the
     arrival span); durations are stretched or shrunk (arrivals kept) to reach
     it. The openb default trace is a sample: as recorded it holds at most a few
     % of the GPU node list's capacity, so nothing would ever wait. A peak of
     1.2 makes the bursts overflow the cluster, which is when placement quality
-    shows as waiting."""
+    shows as waiting. None keeps the recorded durations."""
     node_fraction: float = 0.5
     """Share of the node list kept (drawn with the seed). The whole trace asks
     for 98% of the openb GPU nodes' GPUs, so on all of them no peak above 0.98
@@ -102,18 +102,22 @@ def occupancy(
     return float((alive @ milli).max() / capacity_milli)
 
 
-def stretch_durations(pods: Sequence[Pod], capacity_milli: int, load: float) -> list[Pod]:
-    """Pods with durations multiplied so that :func:`occupancy` is ``load`` (arrivals kept).
-
-    The occupancy only grows with the stretch, so the factor is found by
-    bisection on its logarithm. Pods must have creation and deletion times.
-    """
+def _checked(pods: Sequence[Pod]) -> list[Pod]:
     missing = [p.name for p in pods if p.creation_time < 0 or p.deletion_time < 0]
     if missing:
         raise ValueError(
             f"replay needs creation_time and deletion_time; {len(missing)} pods lack them "
             f"(first: {missing[0]}); multigpu* openb files keep only the first five columns"
         )
+    return list(pods)
+
+
+def stretch_durations(pods: Sequence[Pod], capacity_milli: int, load: float) -> list[Pod]:
+    """Pods with durations multiplied so that :func:`occupancy` is ``load`` (arrivals kept).
+
+    The occupancy only grows with the stretch, so the factor is found by
+    bisection on its logarithm.
+    """
     if not load > 0:
         raise ValueError(f"replay load must be positive, got {load}")
     low, high = -16.0, 16.0
@@ -149,7 +153,9 @@ def replay(
     keep = max(1, round(len(nodes) * config.node_fraction))
     chosen = np.sort(rng.permutation(len(nodes))[:keep])
     state = ClusterState.from_nodes([nodes[i] for i in chosen])
-    pods = stretch_durations(pods, state.total_gpu_milli, config.load)
+    pods = _checked(pods)
+    if config.load is not None:
+        pods = stretch_durations(pods, state.total_gpu_milli, config.load)
     chooser = POLICIES.create(policy, PolicyContext(state, pods))
     events: list[tuple[int, int, int]] = [(p.creation_time, ARRIVE, i) for i, p in enumerate(pods)]
     heapq.heapify(events)

@@ -1,0 +1,140 @@
+"""The arkgpu policy: invariants of its placements and of its learned measures."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arkgpu.model.cluster import ClusterState
+from arkgpu.model.resources import Node, Pod
+from arkgpu.placement import POLICIES, PolicyContext
+from arkgpu.placement.arkgpu import ArkgpuConfig, ArkgpuPolicy, ShapeLearner
+from arkgpu.placement.arkgpu_values import _remainder_values
+
+NODES = [
+    Node("g2", 64000, 1 << 18, 8, "G2"),
+    Node("t4", 32000, 1 << 17, 4, "T4"),
+    Node("p100", 16000, 1 << 16, 2, "P100"),
+    Node("cpu", 32000, 1 << 17, 0, ""),
+]
+
+pods_strategy = st.lists(
+    st.one_of(
+        st.builds(lambda c, m: Pod("s", c, 1024, 1, m), st.integers(0, 40000), st.integers(1, 999)),
+        st.builds(
+            lambda c, k: Pod("w", c, 2048, k, 1000),
+            st.integers(0, 40000),
+            st.sampled_from([1, 2, 4, 8]),
+        ),
+        st.builds(
+            lambda c, m: Pod("c", c, m, 0, 0), st.integers(0, 40000), st.integers(0, 1 << 17)
+        ),
+        st.builds(lambda m: Pod("t", 1000, 1024, 1, m, frozenset({"T4"})), st.integers(1, 1000)),
+        st.builds(lambda k: Pod("v", 1000, 1024, k, 1000, frozenset({"P100"})), st.integers(1, 2)),
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(pods=pods_strategy, relearn=st.sampled_from([1, 3, 256]))
+def test_never_overcommits_and_respects_gpu_spec(pods: list[Pod], relearn: int) -> None:
+    """Whatever arrives, however often prices are re-learned, a placement fits and obeys gpu_spec."""
+    state = ClusterState.from_nodes(NODES)
+    policy = ArkgpuPolicy(state, ArkgpuConfig(relearn_every=relearn, warmup=2))
+    rng = np.random.default_rng(0)
+    for p in pods:
+        where = policy.choose(state, p, rng)
+        if where is None:
+            continue
+        if p.gpu_spec:
+            assert state.model_names[state.model_index[where.node]] in p.gpu_spec
+        if p.num_gpu == 0:
+            assert where.gpus == ()
+        state.place(p, where)  # raises PlacementError on any over-commit
+    assert (state.gpu_left >= 0).all()
+    assert (state.cpu_left >= 0).all()
+    assert (state.memory_left >= 0).all()
+
+
+def test_refuses_only_when_no_node_fits() -> None:
+    """None exactly when no node has room: an 8-GPU pod on a cluster with at most 4 free GPUs."""
+    state = ClusterState.from_nodes(NODES[1:])
+    policy = POLICIES.create("arkgpu", PolicyContext(state, []))
+    rng = np.random.default_rng(0)
+    assert policy.choose(state, Pod("big", 1000, 1024, 8, 1000), rng) is None
+    assert policy.choose(state, Pod("four", 1000, 1024, 4, 1000), rng) is not None
+
+
+def test_learner_counts_arrivals_and_covers_popular_shapes() -> None:
+    """Learned frequencies are arrival counts over the covered shapes, most frequent first."""
+    learner = ShapeLearner()
+    for pod in (
+        [Pod("a", 1000, 1, 1, 500)] * 6 + [Pod("b", 2000, 1, 2, 1000)] * 3 + [Pod("c", 1, 1, 0, 0)]
+    ):
+        learner.observe(pod)
+    typical = learner.typical(0.9)
+    assert list(typical.milli) == [500, 1000]
+    assert np.allclose(typical.freq, [6 / 9, 3 / 9])
+    assert learner.gpu_pods == 9
+    assert learner.gpu_milli == 6 * 500 + 3 * 2000
+
+
+def test_stranding_counts_gpus_the_cpu_left_cannot_serve() -> None:
+    """At 4 cores per GPU seen, a node with 2 free GPUs and 4 cores left strands one GPU."""
+    learner = ShapeLearner()
+    learner.observe(Pod("a", 4000, 1000, 1, 1000))
+    stranded = learner.stranded(
+        np.array([2000, 2000]), np.array([4000, 8000]), np.array([10**6, 10**6])
+    )
+    assert list(stranded) == [1000.0, 0.0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    items=st.lists(
+        st.tuples(st.integers(1, 1000), st.floats(0, 1000, allow_nan=False)), min_size=1, max_size=6
+    )
+)
+def test_pattern_loss_is_never_negative(items: list[tuple[int, float]]) -> None:
+    """V is non-decreasing and V[r] >= y_i + V[r - s_i]: putting a share never gains value."""
+    value = _remainder_values(items)
+    assert (np.diff(value) >= -1e-9).all()
+    for size, price in items:
+        r = np.arange(size, 1001)
+        assert (value[r] - price - value[r - size] >= -1e-6).all()
+
+
+def test_prices_steer_a_share_to_complete_a_pattern() -> None:
+    """With 470s and 530s learned, a 530 goes to the GPU where a 470 left 530, not a fresh one.
+
+    FGD's one-step measure alone would see both as fits; the pattern loss of a
+    fresh GPU is positive (a 470 can no longer pair with this 530's partner).
+    """
+    nodes = [Node("a", 64000, 1 << 18, 2, "G2"), Node("b", 64000, 1 << 18, 2, "G2")]
+    state = ClusterState.from_nodes(nodes)
+    policy = ArkgpuPolicy(state)
+    history = [Pod("x", 1000, 1024, 1, 470), Pod("y", 1000, 1024, 1, 530)] * 40
+    policy.prime(state, history)
+    state.place(history[0], policy.choose(state, history[0], np.random.default_rng(0)))  # type: ignore[arg-type]
+    used = int(np.flatnonzero(state.gpu_left.ravel() == 530)[0])
+    where = policy.choose(state, Pod("z", 1000, 1024, 1, 530), np.random.default_rng(0))
+    assert where is not None
+    assert where.node * 2 + where.gpus[0] == used
+
+
+def test_prime_counts_whole_workload() -> None:
+    """Priming learns every shape given before the first arrival."""
+    state = ClusterState.from_nodes(NODES)
+    policy = ArkgpuPolicy(state)
+    policy.prime(
+        state, [Pod("a", 1000, 1, 1, 300), Pod("a", 1000, 1, 1, 300), Pod("b", 1, 1, 0, 0)]
+    )
+    assert policy.learner.shapes == Counter(
+        {(1000, 300, 1, frozenset()): 2, (1, 0, 0, frozenset()): 1}
+    )
+    assert (300, frozenset()) in policy.values.price

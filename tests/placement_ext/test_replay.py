@@ -1,0 +1,67 @@
+"""Time-ordered replay: departures free room, waiting pods get it, bad traces are refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from arkgpu.model.resources import Node, Pod
+from arkgpu.sim.replay import ReplayConfig, occupancy, replay, stretch_durations
+from arkgpu.traces.openb import load_nodes, load_pods
+
+EXACT = ReplayConfig(load=None, node_fraction=1.0, samples=10)
+
+
+def test_waiting_pod_starts_when_the_holder_leaves() -> None:
+    """A pod that needs the GPU held by another waits exactly until that one departs."""
+    nodes = [Node("n", 8000, 8192, 1, "T4")]
+    pods = [
+        Pod("first", 1000, 1024, 1, 1000, creation_time=0, deletion_time=100),
+        Pod("second", 1000, 1024, 1, 600, creation_time=10, deletion_time=50),
+    ]
+    for policy in ("arkgpu", "fgd", "bestfit"):
+        result = replay(nodes, pods, policy, EXACT)
+        assert sorted(result.wait_s.tolist()) == [0.0, 90.0]
+        assert result.never_placed == 0
+
+
+def test_pod_that_never_fits_is_counted_apart() -> None:
+    """A pod bigger than any node never leaves the queue and is reported."""
+    nodes = [Node("n", 8000, 8192, 1, "T4")]
+    pods = [
+        Pod("ok", 1000, 1024, 1, 500, creation_time=0, deletion_time=10),
+        Pod("huge", 1000, 1024, 2, 1000, creation_time=5, deletion_time=20),
+    ]
+    result = replay(nodes, pods, "arkgpu", EXACT)
+    assert result.never_placed == 1
+    assert len(result.wait_s) == 1
+
+
+def test_replay_of_small_trace_allocates_within_capacity(small_trace: tuple[Path, Path]) -> None:
+    """Allocation stays in 0..100%, waits are non-negative, every pod is placed or counted."""
+    nodes_path, pods_path = small_trace
+    pods = load_pods(pods_path)
+    result = replay(
+        load_nodes(nodes_path), pods, "arkgpu", ReplayConfig(load=1.5, node_fraction=1.0)
+    )
+    assert ((result.allocation_pct >= 0) & (result.allocation_pct <= 100)).all()
+    assert (result.wait_s >= 0).all()
+    assert len(result.wait_s) + result.never_placed == len(pods)
+    assert result.waiting.max() > 0, "a peak load of 150% must make pods wait"
+
+
+def test_stretch_reaches_the_asked_peak_load(small_trace: tuple[Path, Path]) -> None:
+    """Durations are stretched until the peak held share (if none waited) is the load asked."""
+    _, pods_path = small_trace
+    pods = load_pods(pods_path)
+    stretched = stretch_durations(pods, 22000, 0.8)
+    assert occupancy(stretched, 22000, 1.0) == pytest.approx(0.8, abs=0.05)
+    assert [p.creation_time for p in stretched] == [p.creation_time for p in pods]
+
+
+def test_trace_without_times_is_refused() -> None:
+    """Replay needs creation and deletion times; the error names the first pod without."""
+    nodes = [Node("n", 8000, 8192, 1, "T4")]
+    with pytest.raises(ValueError, match="p0"):
+        replay(nodes, [Pod("p0", 1000, 1024, 1, 500)], "arkgpu", EXACT)
