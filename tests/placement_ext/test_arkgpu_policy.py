@@ -43,7 +43,7 @@ pods_strategy = st.lists(
 @settings(max_examples=30, deadline=None)
 @given(pods=pods_strategy, relearn=st.sampled_from([1, 3, 256]))
 def test_never_overcommits_and_respects_gpu_spec(pods: list[Pod], relearn: int) -> None:
-    """Whatever arrives, however often prices are re-learned, a placement fits and obeys gpu_spec."""
+    """Whatever arrives, however often prices are re-learned, placements fit and obey gpu_spec."""
     state = ClusterState.from_nodes(NODES)
     policy = ArkgpuPolicy(state, ArkgpuConfig(relearn_every=relearn, warmup=2))
     rng = np.random.default_rng(0)
