@@ -1,0 +1,127 @@
+"""Level 1: a model's latency alone on a share of a GPU, as a formula with named parameters.
+
+The formula (one set of parameters per GPU and DNN model)::
+
+    latency(b, s) = fixed_ms + work_ms * (b + work_offset) * blend(s, u(b))
+    blend(s, u)   = (s**-sharpness + u**-sharpness) ** (1 / sharpness)
+    u(b)          = parallelism * (b + work_offset + extra_offset)
+
+``b`` is the batch size and ``s`` the compute share in (0, 1]. The batch's work
+``work_ms * (b + work_offset)`` (ms on the whole GPU) runs on a usable fraction
+of the GPU that is the smaller of the share ``s`` and what the batch can keep
+busy, ``u(b)``; the two are blended by a smooth minimum whose ``sharpness`` says
+how abruptly a small batch stops gaining from more share. ``fixed_ms`` is the
+part that no share speeds up (launch, copies, host work).
+
+Monotone by construction for every parameter inside the fitted bounds (all
+>= 0, sharpness > 0): latency never rises with share, and never falls with
+batch, since work/u(b) = (work_ms/parallelism)(b+o)/(b+o+e) and the smooth
+minimum both grow with b. It interpolates smoothly between measured points,
+grows as 1/s when the share shrinks and linearly in b for large batches.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.optimize import least_squares
+
+FloatArray = NDArray[np.float64]
+PARAMETER_NAMES: tuple[str, ...] = (
+    "fixed_ms",
+    "work_ms",
+    "work_offset",
+    "parallelism",
+    "extra_offset",
+    "sharpness",
+)
+SHARPNESS_PRIOR = 2.0
+"""Sharpness the fit leans towards when the data cannot tell (a quadratic-mean blend)."""
+PRIOR_WEIGHT = 0.02
+"""Weight of the weak priors that keep fits on few points well-posed (in log units)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SoloCurve:
+    """Fitted level-1 parameters of one (GPU, DNN model); the formula is the module's docstring."""
+
+    fixed_ms: float
+    """Latency no share speeds up, ms."""
+    work_ms: float
+    """Work per request on the whole GPU, ms."""
+    work_offset: float
+    """Work of the batch's fixed part, in requests' worth."""
+    parallelism: float
+    """GPU fraction one request's worth of batch keeps busy."""
+    extra_offset: float
+    """How much further the batch's parallelism reaches than its work, in requests."""
+    sharpness: float
+    """Exponent of the smooth minimum between share and usable parallelism."""
+
+    def latency_ms(self, batch: float, share: float) -> float:
+        """Latency of one batch in ms, by the formula (scalar, no numpy)."""
+        k = self.sharpness
+        used = self.batch_parallelism(batch)
+        blend: float = (share**-k + used**-k) ** (1.0 / k)
+        return self.fixed_ms + self.work_ms * (batch + self.work_offset) * blend
+
+    def batch_parallelism(self, batch: float) -> float:
+        """u(b): the GPU fraction a batch of ``batch`` can keep busy."""
+        return self.parallelism * (batch + self.work_offset + self.extra_offset)
+
+    def latency_ms_many(self, batch: FloatArray, share: FloatArray) -> FloatArray:
+        """Vectorised :meth:`latency_ms` over arrays of batches and shares."""
+        return _evaluate(self.as_array(), batch, share)
+
+    def as_array(self) -> FloatArray:
+        """The parameters in :data:`PARAMETER_NAMES` order."""
+        return np.array([getattr(self, n) for n in PARAMETER_NAMES], dtype=np.float64)
+
+    def to_dict(self) -> dict[str, float]:
+        """Parameters by name (for JSON)."""
+        return asdict(self)
+
+
+def _evaluate(p: FloatArray, batch: FloatArray, share: FloatArray) -> FloatArray:
+    fixed, work, offset, par, extra, k = p
+    used = par * (batch + offset + extra)
+    blend = (share**-k + used**-k) ** (1.0 / k)
+    result: FloatArray = fixed + work * (batch + offset) * blend
+    return result
+
+
+def _initial(batch: FloatArray, share: FloatArray, latency: FloatArray) -> FloatArray:
+    slope_points = latency * share / np.maximum(batch, 1.0)
+    work = float(np.median(slope_points))
+    fixed = 0.05 * float(latency.min())
+    return np.array([fixed, max(work, 1e-6), 0.5, 0.1, 1.0, SHARPNESS_PRIOR])
+
+
+LOWER = np.array([0.0, 1e-9, 0.0, 1e-4, 0.0, 0.5])
+UPPER = np.array([np.inf, np.inf, 1e3, 1e2, 1e4, 20.0])
+
+
+def fit_curve(batch: FloatArray, share: FloatArray, latency: FloatArray) -> SoloCurve:
+    """Fit :class:`SoloCurve` to measured points by least squares on log latency.
+
+    Log residuals make the fit minimise relative error, the quantity MAPE
+    reports; weak priors on sharpness and the offsets keep fits on a handful
+    of points (one batch size, say) from running off along flat directions.
+    """
+    if len(latency) == 0:
+        raise ValueError("cannot fit a curve to no points")
+    log_obs = np.log(latency)
+
+    def residuals(p: FloatArray) -> FloatArray:
+        pred = _evaluate(p, batch, share)
+        prior = PRIOR_WEIGHT * np.array(
+            [math.log(p[5] / SHARPNESS_PRIOR), math.log1p(p[2]), math.log1p(p[4])]
+        )
+        return np.concatenate([np.log(pred) - log_obs, prior])
+
+    start = np.clip(_initial(batch, share, latency), LOWER, UPPER)
+    fit = least_squares(residuals, start, bounds=(LOWER, UPPER), x_scale="jac", max_nfev=2000)
+    return SoloCurve(*(float(v) for v in fit.x))
