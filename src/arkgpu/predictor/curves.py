@@ -37,6 +37,7 @@ PARAMETER_NAMES: tuple[str, ...] = (
     "parallelism",
     "extra_offset",
     "sharpness",
+    "overlap",
 )
 SHARPNESS_PRIOR = 2.0
 """Sharpness the fit leans towards when the data cannot tell (a quadratic-mean blend)."""
@@ -60,13 +61,19 @@ class SoloCurve:
     """How much further the batch's parallelism reaches than its work, in requests."""
     sharpness: float
     """Exponent of the smooth minimum between share and usable parallelism."""
+    overlap: float = 1.0
+    """Exponent >= 1 combining the fixed and GPU parts: 1 adds them (host work then
+    GPU work), large values take the larger (host work hidden behind the GPU's)."""
 
     def latency_ms(self, batch: float, share: float) -> float:
         """Latency of one batch in ms, by the formula (scalar, no numpy)."""
         k = self.sharpness
         used = self.batch_parallelism(batch)
-        blend: float = (share**-k + used**-k) ** (1.0 / k)
-        return self.fixed_ms + self.work_ms * (batch + self.work_offset) * blend
+        blend = (share**-k + used**-k) ** (1.0 / k)
+        gpu = self.work_ms * (batch + self.work_offset) * blend
+        m = self.overlap
+        result: float = (self.fixed_ms**m + gpu**m) ** (1.0 / m)
+        return result
 
     def batch_parallelism(self, batch: float) -> float:
         """u(b): the GPU fraction a batch of ``batch`` can keep busy."""
@@ -86,10 +93,11 @@ class SoloCurve:
 
 
 def _evaluate(p: FloatArray, batch: FloatArray, share: FloatArray) -> FloatArray:
-    fixed, work, offset, par, extra, k = p
+    fixed, work, offset, par, extra, k, m = p
     used = par * (batch + offset + extra)
     blend = (share**-k + used**-k) ** (1.0 / k)
-    result: FloatArray = fixed + work * (batch + offset) * blend
+    gpu = work * (batch + offset) * blend
+    result: FloatArray = (fixed**m + gpu**m) ** (1.0 / m)
     return result
 
 
@@ -97,11 +105,11 @@ def _initial(batch: FloatArray, share: FloatArray, latency: FloatArray) -> Float
     slope_points = latency * share / np.maximum(batch, 1.0)
     work = float(np.median(slope_points))
     fixed = 0.05 * float(latency.min())
-    return np.array([fixed, max(work, 1e-6), 0.5, 0.1, 1.0, SHARPNESS_PRIOR])
+    return np.array([fixed, max(work, 1e-6), 0.5, 0.1, 1.0, SHARPNESS_PRIOR, 1.5])
 
 
-LOWER = np.array([0.0, 1e-9, 0.0, 1e-4, 0.0, 0.5])
-UPPER = np.array([np.inf, np.inf, 1e3, 1e2, 1e4, 20.0])
+LOWER = np.array([0.0, 1e-9, 0.0, 1e-4, 0.0, 0.5, 1.0])
+UPPER = np.array([np.inf, np.inf, 1e3, 1e2, 1e4, 20.0, 20.0])
 
 
 def fit_curve(batch: FloatArray, share: FloatArray, latency: FloatArray) -> SoloCurve:
@@ -118,7 +126,7 @@ def fit_curve(batch: FloatArray, share: FloatArray, latency: FloatArray) -> Solo
     def residuals(p: FloatArray) -> FloatArray:
         pred = _evaluate(p, batch, share)
         prior = PRIOR_WEIGHT * np.array(
-            [math.log(p[5] / SHARPNESS_PRIOR), math.log1p(p[2]), math.log1p(p[4])]
+            [math.log(p[5] / SHARPNESS_PRIOR), math.log1p(p[2]), math.log1p(p[4]), math.log(p[6])]
         )
         return np.concatenate([np.log(pred) - log_obs, prior])
 
