@@ -82,7 +82,7 @@ def fit_igniter_linear(
         denominator = float(np.dot(x, x))
         return float(np.dot(x, y)) / denominator if denominator > 0 else 0.0
 
-    fitted = {"*": alpha(np.ones(len(names), dtype=bool))}
+    fitted = {"*": alpha(np.ones(len(names), dtype=bool)) if len(names) else 0.0}
     for model in sorted(set(models)):
         fitted[model] = alpha(names == model)
     return fitted

@@ -75,6 +75,20 @@ class SoloCurve:
         result: float = (self.fixed_ms**m + gpu**m) ** (1.0 / m)
         return result
 
+    def activity(self, batch: float, share: float) -> float:
+        """Busy fraction of the GPU's SMs times the GPU part's share of the latency, in [0, 1].
+
+        The SM fraction is the smooth minimum of ``share`` and u(b) (capped at 1);
+        level 2 uses the product as a workload's pressure on the shared GPU
+        when no L2/DRAM utilisation was measured.
+        """
+        k = self.sharpness
+        used = self.batch_parallelism(batch)
+        occupancy = (share**-k + used**-k) ** (-1.0 / k)
+        gpu = self.work_ms * (batch + self.work_offset) / occupancy
+        duty = gpu / self.latency_ms(batch, share)
+        return float(min(1.0, occupancy) * duty)
+
     def batch_parallelism(self, batch: float) -> float:
         """u(b): the GPU fraction a batch of ``batch`` can keep busy."""
         return self.parallelism * (batch + self.work_offset + self.extra_offset)

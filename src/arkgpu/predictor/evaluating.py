@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from arkgpu.predictor.baselines import GbmLevel1, fit_igniter_linear, share_scaling
 from arkgpu.predictor.config import PredictorConfig
-from arkgpu.predictor.fitting import pair_rows
+from arkgpu.predictor.fitting import Target, pair_targets
 from arkgpu.predictor.predicting import Predictor
 from arkgpu.predictor.workloads import Workload
 from arkgpu.traces.profiles import PairRecord, SoloRecord
@@ -236,38 +236,37 @@ def _level1(fold: Fold, predictor: Predictor, errors: Errors, seed: int) -> None
     )
 
 
-def _targets(pairs: Sequence[PairRecord]) -> list[tuple[str, Workload, Workload, float]]:
-    out = []
-    for p in pairs:
-        a = Workload(p.model_a, p.batch_a, p.share_a)
-        b = Workload(p.model_b, p.batch_b, p.share_b)
-        out += [(p.gpu, a, b, p.latency_a_ms), (p.gpu, b, a, p.latency_b_ms)]
-    return out
+def _l2(predictor: Predictor, workload: Workload, gpu: str) -> float:
+    l2 = predictor.usage(workload, gpu).l2
+    return np.nan if l2 is None else l2
+
+
+def _igniter_alphas(predictor: Predictor, train: list[Target]) -> dict[str, float]:
+    l2 = np.array([_l2(predictor, t.corunner, t.gpu) for t in train])
+    alone = np.array(
+        [predictor.latency_ms(t.target.model, t.target.batch, t.target.share, t.gpu) for t in train]
+    )
+    slowdowns = np.array([t.latency_ms for t in train]) / alone
+    keep = ~np.isnan(l2)
+    models = [t.target.model for t, k in zip(train, keep, strict=True) if k]
+    return fit_igniter_linear(models, l2[keep], slowdowns[keep])
 
 
 def _level2(fold: Fold, predictor: Predictor, errors: Errors) -> None:
-    if not fold.pair_test:
+    test = [t for t in pair_targets(fold.pair_test) if fold.scored(t.target)]
+    if not test:
         return
-    _, train_slowdowns, _ = pair_rows(predictor, fold.pair_train)
-    train_targets = _targets(fold.pair_train)
-    l2_train = np.array([predictor.usage(o, g).l2 for g, _, o, _ in train_targets])
-    alphas = fit_igniter_linear(
-        [t.model for _, t, _, _ in train_targets], l2_train, train_slowdowns
+    alphas = _igniter_alphas(predictor, pair_targets(fold.pair_train))
+    actual = np.array([t.latency_ms for t in test])
+    alone = np.array(
+        [predictor.latency_ms(t.target.model, t.target.batch, t.target.share, t.gpu) for t in test]
     )
-    measured, ours, alone, linear = [], [], [], []
-    for gpu, target, other, latency in _targets(fold.pair_test):
-        if not fold.scored(target):
-            continue
-        solo = predictor.latency_ms(target.model, target.batch, target.share, gpu)
-        alpha = alphas.get(target.model, alphas["*"])
-        measured.append(latency)
-        ours.append(predictor.colocated_latency_ms(target, [other], gpu))
-        alone.append(solo)
-        linear.append(solo * (1.0 + alpha * predictor.usage(other, gpu).l2))
-    actual = np.array(measured)
-    errors.level2.extend(ape(np.array(ours), actual).tolist())
-    errors.add(errors.baselines2, "no-interference", ape(np.array(alone), actual))
-    errors.add(errors.baselines2, "igniter-linear", ape(np.array(linear), actual))
+    ours = np.array([predictor.colocated_latency_ms(t.target, [t.corunner], t.gpu) for t in test])
+    slope = np.array([alphas.get(t.target.model, alphas["*"]) for t in test])
+    linear = alone * (1.0 + slope * np.array([_l2(predictor, t.corunner, t.gpu) for t in test]))
+    errors.level2.extend(ape(ours, actual).tolist())
+    errors.add(errors.baselines2, "no-interference", ape(alone, actual))
+    errors.add(errors.baselines2, "igniter-linear", ape(linear, actual))
 
 
 @dataclass(frozen=True)
