@@ -115,11 +115,18 @@ def _evaluate(p: FloatArray, batch: FloatArray, share: FloatArray) -> FloatArray
     return result
 
 
-def _initial(batch: FloatArray, share: FloatArray, latency: FloatArray) -> FloatArray:
+STARTS: tuple[tuple[float, float], ...] = ((0.05, 0.1), (0.5, 0.02), (0.0, 0.5))
+"""(fixed part as a fraction of the smallest latency, parallelism) of each start of the fit:
+a small, a large and no host part, with batches that fill the GPU late, soon or at once."""
+
+
+def _initial(
+    batch: FloatArray, share: FloatArray, latency: FloatArray, start: tuple[float, float]
+) -> FloatArray:
     slope_points = latency * share / np.maximum(batch, 1.0)
     work = float(np.median(slope_points))
-    fixed = 0.05 * float(latency.min())
-    return np.array([fixed, max(work, 1e-6), 0.5, 0.1, 1.0, SHARPNESS_PRIOR, 1.5])
+    fixed = start[0] * float(latency.min())
+    return np.array([fixed, max(work, 1e-6), 0.5, start[1], 1.0, SHARPNESS_PRIOR, 1.5])
 
 
 LOWER = np.array([0.0, 1e-9, 0.0, 1e-4, 0.0, 0.5, 1.0])
@@ -130,8 +137,9 @@ def fit_curve(batch: FloatArray, share: FloatArray, latency: FloatArray) -> Solo
     """Fit :class:`SoloCurve` to measured points by least squares on log latency.
 
     Log residuals make the fit minimise relative error, the quantity MAPE
-    reports; weak priors on sharpness and the offsets keep fits on a handful
-    of points (one batch size, say) from running off along flat directions.
+    reports; weak priors on sharpness, overlap and the offsets keep fits on a
+    handful of points (one batch size, say) from running off along flat
+    directions. The fit starts from each of :data:`STARTS` and keeps the best.
     """
     if len(latency) == 0:
         raise ValueError("cannot fit a curve to no points")
@@ -144,6 +152,11 @@ def fit_curve(batch: FloatArray, share: FloatArray, latency: FloatArray) -> Solo
         )
         return np.concatenate([np.log(pred) - log_obs, prior])
 
-    start = np.clip(_initial(batch, share, latency), LOWER, UPPER)
-    fit = least_squares(residuals, start, bounds=(LOWER, UPPER), x_scale="jac", max_nfev=2000)
-    return SoloCurve(*(float(v) for v in fit.x))
+    best = None
+    for start in STARTS:
+        x0 = np.clip(_initial(batch, share, latency, start), LOWER, UPPER)
+        fit = least_squares(residuals, x0, bounds=(LOWER, UPPER), x_scale="jac", max_nfev=2000)
+        if best is None or fit.cost < best.cost:
+            best = fit
+    assert best is not None
+    return SoloCurve(*(float(v) for v in best.x))
