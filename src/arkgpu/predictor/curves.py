@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -120,6 +121,41 @@ STARTS: tuple[tuple[float, float], ...] = ((0.05, 0.1), (0.5, 0.02), (0.0, 0.5))
 a small, a large and no host part, with batches that fill the GPU late, soon or at once."""
 
 
+def _log_jacobian(p: FloatArray, batch: FloatArray, share: FloatArray) -> FloatArray:
+    """d log latency / d parameter, one row per point (the formula differentiated by hand)."""
+    fixed, work, offset, par, extra, k, m = p
+    used = par * (batch + offset + extra)
+    total_s = share**-k + used**-k
+    blend = total_s ** (1.0 / k)
+    gpu = work * (batch + offset) * blend
+    total_t = fixed**m + gpu**m
+    d_fixed = np.full_like(batch, fixed ** (m - 1.0)) / total_t
+    d_gpu = gpu ** (m - 1.0) / total_t
+    d_blend_d_used = -blend * used ** (-k - 1.0) / total_s
+    d_blend_d_k = blend * (
+        -np.log(total_s) / k**2
+        + (-np.log(share) * share**-k - np.log(used) * used**-k) / (k * total_s)
+    )
+    fixed_term = fixed**m * math.log(fixed) if fixed > 0 else 0.0
+    d_m = -np.log(total_t) / m**2 + (fixed_term + gpu**m * np.log(gpu)) / (m * total_t)
+    columns = [
+        d_fixed,
+        d_gpu * (batch + offset) * blend,
+        d_gpu * work * (blend + (batch + offset) * d_blend_d_used * par),
+        d_gpu * work * (batch + offset) * d_blend_d_used * (batch + offset + extra),
+        d_gpu * work * (batch + offset) * d_blend_d_used * par,
+        d_gpu * work * (batch + offset) * d_blend_d_k,
+        d_m,
+    ]
+    return np.column_stack(columns)
+
+
+SCOUT_STEPS = 20
+"""Solver steps each start gets before only the best one is run to convergence."""
+MAX_STEPS = 2000
+"""Cap on the solver's steps for the final fit."""
+
+
 def _initial(
     batch: FloatArray, share: FloatArray, latency: FloatArray, start: tuple[float, float]
 ) -> FloatArray:
@@ -139,7 +175,7 @@ def fit_curve(batch: FloatArray, share: FloatArray, latency: FloatArray) -> Solo
     Log residuals make the fit minimise relative error, the quantity MAPE
     reports; weak priors on sharpness, overlap and the offsets keep fits on a
     handful of points (one batch size, say) from running off along flat
-    directions. The fit starts from each of :data:`STARTS` and keeps the best.
+    directions. The fit scouts from each of :data:`STARTS` and runs the best to convergence.
     """
     if len(latency) == 0:
         raise ValueError("cannot fit a curve to no points")
@@ -152,11 +188,24 @@ def fit_curve(batch: FloatArray, share: FloatArray, latency: FloatArray) -> Solo
         )
         return np.concatenate([np.log(pred) - log_obs, prior])
 
-    best = None
-    for start in STARTS:
-        x0 = np.clip(_initial(batch, share, latency, start), LOWER, UPPER)
-        fit = least_squares(residuals, x0, bounds=(LOWER, UPPER), x_scale="jac", max_nfev=2000)
-        if best is None or fit.cost < best.cost:
-            best = fit
-    assert best is not None
+    def jacobian(p: FloatArray) -> FloatArray:
+        prior = np.zeros((4, len(p)))
+        prior[0, 5] = PRIOR_WEIGHT / p[5]
+        prior[1, 2] = PRIOR_WEIGHT / (1.0 + p[2])
+        prior[2, 4] = PRIOR_WEIGHT / (1.0 + p[4])
+        prior[3, 6] = PRIOR_WEIGHT / p[6]
+        return np.vstack([_log_jacobian(p, batch, share), prior])
+
+    def solve(x0: FloatArray, budget: int) -> Any:
+        return least_squares(
+            residuals, x0, jac=jacobian, bounds=(LOWER, UPPER), x_scale="jac", max_nfev=budget
+        )
+
+    scouts = [
+        solve(np.clip(_initial(batch, share, latency, s), LOWER, UPPER), SCOUT_STEPS)
+        for s in STARTS
+    ]
+    best = min(scouts, key=lambda fit: float(fit.cost))
+    if best.status == 0:
+        best = solve(best.x, MAX_STEPS)
     return SoloCurve(*(float(v) for v in best.x))
