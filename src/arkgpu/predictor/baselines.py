@@ -22,12 +22,16 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.ensemble import HistGradientBoostingRegressor
+from threadpoolctl import threadpool_limits
 
 from arkgpu.traces.profiles import SoloRecord
 
 FloatArray = NDArray[np.float64]
 GBM_ITERATIONS = 200
 """Boosting rounds; enough for ~150 points per model, small enough for seconds-long evals."""
+GBM_THREADS = 1
+"""OpenMP threads for boosting. One: on small data, more threads than free cores make
+scikit-learn's OpenMP loops spin-wait (24 s instead of 0.7 s on a loaded 2-core VM)."""
 
 
 def _x(batch: FloatArray, share: FloatArray) -> FloatArray:
@@ -52,7 +56,8 @@ class GbmLevel1:
                 monotonic_cst=[1, -1],
                 random_state=seed,
             )
-            model.fit(_x(batch, share), np.log([r.latency_ms for r in records]))
+            with threadpool_limits(GBM_THREADS):
+                model.fit(_x(batch, share), np.log([r.latency_ms for r in records]))
             self.models[key] = model
 
     def predict(self, records: Sequence[SoloRecord]) -> FloatArray:
@@ -67,7 +72,8 @@ class GbmLevel1:
                 continue
             batch = np.array([records[i].batch for i in rows], dtype=np.float64)
             share = np.array([records[i].share for i in rows], dtype=np.float64)
-            out[rows] = np.exp(self.models[key].predict(_x(batch, share)))
+            with threadpool_limits(GBM_THREADS):
+                out[rows] = np.exp(self.models[key].predict(_x(batch, share)))
         return out
 
 
