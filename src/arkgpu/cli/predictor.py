@@ -7,13 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from arkgpu.predictor import Predictor
+from arkgpu.predictor import Predictor, default_predictor
 from arkgpu.predictor.evaluating import SPLITS, ErrorSummary, Evaluation, evaluate
 from arkgpu.predictor.plotting import plot_latency_vs_share, share_table
+from arkgpu.predictor.timing import time_predictor
 from arkgpu.traces.profiles import load_pair_profiles, load_solo_profiles
 
 SHOW_SHARES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -33,6 +35,12 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--seed", type=int, default=0, help="seed of the random split")
     ev.add_argument("--json", action="store_true", help="print the report as JSON")
     ev.set_defaults(handler=run_eval)
+    bench = commands.add_parser("bench", help="time predictions (cost figures of the issue)")
+    bench.add_argument("--queries", type=int, default=10_000, help="vectorised call size")
+    bench.add_argument("--samples", type=int, default=21, help="samples per median")
+    bench.add_argument("--seed", type=int, default=0, help="seed of the random queries")
+    bench.add_argument("--json", action="store_true", help="print the figures as JSON")
+    bench.set_defaults(handler=run_bench)
     show = commands.add_parser("show", help="table and PNG of latency against share")
     show.add_argument("predictor", type=Path, help="predictor JSON from 'predictor fit'")
     show.add_argument("--model", required=True)
@@ -105,6 +113,27 @@ def _eval_table(result: Evaluation) -> Table:
             level, name, _cell(summary.mape_pct), _cell(summary.p90_ape_pct), str(summary.count)
         )
     return table
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Time the default predictor and print the medians."""
+    timings = time_predictor(
+        default_predictor, np.random.default_rng(args.seed), args.queries, args.samples
+    )
+    if args.json:
+        print(json.dumps(timings.to_dict(), indent=1))
+        return 0
+    table = Table(title=f"predictor cost, medians of {timings.samples} samples (wall clock)")
+    table.add_column("what")
+    table.add_column("median", justify="right")
+    table.add_row("fit default predictor (shipped profiles)", f"{timings.fit_s:.3f} s")
+    table.add_row("one latency_ms", f"{timings.one_latency_us:.2f} µs")
+    table.add_row("one colocated_latency_ms (1 co-runner)", f"{timings.one_colocated_us:.2f} µs")
+    table.add_row(
+        f"latency_ms_many, {timings.queries} queries", f"{timings.many_latency_ms:.2f} ms"
+    )
+    Console().print(table)
+    return 0
 
 
 def run_show(args: argparse.Namespace) -> int:

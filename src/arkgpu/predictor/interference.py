@@ -102,9 +102,10 @@ class Interference:
 
     def slowdown(self, target: Usage, corunners: list[Usage]) -> float:
         """Slowdown factor (>= 1) of ``target`` with ``corunners`` on the same GPU."""
+        feature = FEATURE_SETS[self.kind]
         extra = 0.0
         for corunner in corunners:
-            extra += float(np.dot(self.theta, FEATURE_SETS[self.kind](target, corunner)))
+            extra += sum(t * f for t, f in zip(self.theta, feature(target, corunner), strict=True))
         return 1.0 + extra
 
     @staticmethod

@@ -34,8 +34,11 @@ FloatArray = NDArray[np.float64]
 DEFAULT_GPU = "V100"
 
 
-class UnknownModelError(KeyError):
-    """A DNN model the predictor has no profile for, on any GPU."""
+class UnknownModelError(KeyError, ValueError):
+    """A DNN model the predictor has no profile for, on any GPU (a KeyError and a ValueError)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class Predictor:
