@@ -253,10 +253,20 @@ def _igniter_alphas(predictor: Predictor, train: list[Target]) -> dict[str, floa
 
 
 def _level2(fold: Fold, predictor: Predictor, errors: Errors) -> None:
-    test = [t for t in pair_targets(fold.pair_test) if fold.scored(t.target)]
+    test = [
+        t
+        for t in pair_targets(fold.pair_test)
+        if fold.scored(t.target)
+        and predictor.knows(t.target.model)
+        and predictor.knows(t.corunner.model)
+    ]
     if not test:
         return
-    alphas = _igniter_alphas(predictor, pair_targets(fold.pair_train))
+    train = pair_targets(fold.pair_train)
+    alphas = _igniter_alphas(
+        predictor,
+        [t for t in train if predictor.knows(t.target.model) and predictor.knows(t.corunner.model)],
+    )
     actual = np.array([t.latency_ms for t in test])
     alone = np.array(
         [predictor.latency_ms(t.target.model, t.target.batch, t.target.share, t.gpu) for t in test]

@@ -69,6 +69,8 @@ class Level1(Protocol):
 
     def usage(self, workload: Workload, gpu: str = ...) -> Usage: ...
 
+    def knows(self, model: str) -> bool: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Target:
@@ -96,6 +98,8 @@ def _rows(
 ) -> tuple[FloatArray, FloatArray, list[str]]:
     rows, slowdowns, gpus = [], [], []
     for t in targets:
+        if not (base.knows(t.target.model) and base.knows(t.corunner.model)):
+            continue  # no solo profile: level 1 cannot say what the slowdown is relative to
         ut, uo = base.usage(t.target, t.gpu), base.usage(t.corunner, t.gpu)
         if kind == "memory" and not (ut.measured and uo.measured):
             continue

@@ -21,7 +21,7 @@ from arkgpu.predictor.fitting import POOLED, fit_curves, fit_pairs, fit_utils
 from arkgpu.predictor.interference import Interference, Usage, feature_set_for
 from arkgpu.predictor.storing import read_predictor, write_predictor
 from arkgpu.predictor.utilisation import UtilCurve
-from arkgpu.predictor.workloads import Workload, check_query
+from arkgpu.predictor.workloads import UnknownModelError, Workload, check_query
 from arkgpu.traces.profiles import (
     PairRecord,
     SoloRecord,
@@ -32,13 +32,6 @@ from arkgpu.traces.profiles import (
 
 FloatArray = NDArray[np.float64]
 DEFAULT_GPU = "V100"
-
-
-class UnknownModelError(KeyError, ValueError):
-    """A DNN model the predictor has no profile for, on any GPU (a KeyError and a ValueError)."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 class Predictor:
@@ -72,6 +65,10 @@ class Predictor:
     def models(self, gpu: str = DEFAULT_GPU) -> list[str]:
         """DNN models profiled on ``gpu``, sorted."""
         return sorted(model for g, model in self.curves if g == gpu)
+
+    def knows(self, model: str) -> bool:
+        """Whether ``model`` was profiled on any GPU (so that it can be predicted)."""
+        return any(name == model for _, name in self.curves)
 
     def gpus(self) -> list[str]:
         """GPU models with at least one profiled DNN model, sorted."""
