@@ -46,7 +46,8 @@ def test_import_fit_show_round_trip(
 def test_eval_prints_json_with_both_levels(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``predictor eval --json`` reports level1, level2 and baselines with MAPE and p90."""
+    """``predictor eval --json`` reports level1, level2 and baselines with MAPE and p90,
+    and ``--plot`` draws them."""
     from arkgpu.traces.profiles import default_profile_dir  # noqa: PLC0415
 
     code = main(
@@ -62,11 +63,14 @@ def test_eval_prints_json_with_both_levels(
             "--seed",
             "1",
             "--json",
+            "--plot",
+            str(tmp_path / "e.png"),
         ]
     )
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["split"] == "random"
+    assert (tmp_path / "e.png").read_bytes()[:4] == b"\x89PNG"
     for section in (report["level1"], report["level2"], *report["baselines"]["level2"].values()):
         assert {"mape_pct", "p90_ape_pct"} <= set(section)
 

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from arkgpu.predictor import Predictor, default_predictor
 from arkgpu.predictor.evaluating import SPLITS, ErrorSummary, Evaluation, evaluate
-from arkgpu.predictor.plotting import plot_latency_vs_share, share_table
+from arkgpu.predictor.plotting import plot_evaluation, plot_latency_vs_share, share_table
 from arkgpu.predictor.timing import time_predictor
 from arkgpu.traces.profiles import load_pair_profiles, load_solo_profiles
 
@@ -34,6 +34,7 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--split", choices=sorted(SPLITS), default="random")
     ev.add_argument("--seed", type=int, default=0, help="seed of the random split")
     ev.add_argument("--json", action="store_true", help="print the report as JSON")
+    ev.add_argument("--plot", type=Path, help="also draw the errors as a bar chart (PNG)")
     ev.set_defaults(handler=run_eval)
     bench = commands.add_parser("bench", help="time predictions (cost figures of the issue)")
     bench.add_argument("--queries", type=int, default=10_000, help="vectorised call size")
@@ -91,6 +92,8 @@ def run_eval(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict(), indent=1))
     else:
         Console().print(_eval_table(result))
+    if args.plot:
+        plot_evaluation(result.to_dict(), args.plot)
     return 0
 
 

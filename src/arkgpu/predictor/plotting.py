@@ -1,9 +1,10 @@
-"""Figures of the predictor: latency against share for one model and batch."""
+"""Figures of the predictor: latency against share, and held-out errors of an evaluation."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,6 +61,34 @@ def plot_latency_vs_share(
     axes.set_ylabel("latency of one batch (ms)")
     axes.set_title(f"{model} on {gpu}")
     axes.set_ylim(bottom=0)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(out, dpi=100)
+    plt.close(figure)
+
+
+def plot_evaluation(report: dict[str, Any], out: Path | str) -> None:
+    """Write a bar chart of MAPE and p90 APE per predictor (ours and baselines) per level."""
+    import matplotlib  # noqa: PLC0415 (heavy; only the commands that draw pay for it)
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    names, mape, p90 = [], [], []
+    for level, ours in (("level1", "arkgpu formula"), ("level2", "arkgpu contention")):
+        rows = [(ours, report[level]), *report["baselines"][level].items()]
+        for name, summary in rows:
+            if summary["mape_pct"] is not None:
+                names.append(f"L{level[-1]} {name}")
+                mape.append(summary["mape_pct"])
+                p90.append(summary["p90_ape_pct"])
+    figure, axes = plt.subplots(figsize=(7, 4))
+    x = np.arange(len(names))
+    axes.bar(x - 0.2, mape, width=0.4, label="MAPE")
+    axes.bar(x + 0.2, p90, width=0.4, label="p90 APE")
+    axes.set_xticks(x, names, rotation=30, ha="right")
+    axes.set_ylabel("held-out error (%)")
+    axes.set_title(f"split {report['split']}, seed {report['seed']} (measured profiles)")
     axes.legend()
     figure.tight_layout()
     figure.savefig(out, dpi=100)
