@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,11 @@ def register(subparsers: Any) -> None:
 def _profiles_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profiles", type=Path, required=True, help="canonical profile dir/file")
     parser.add_argument("--gpu", help="use only records of this GPU model")
+    parser.add_argument(
+        "--no-utilisation",
+        action="store_true",
+        help="drop measured L2/DRAM utilisation, as on a GPU where it was never measured",
+    )
 
 
 def _load(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
@@ -63,6 +69,8 @@ def _load(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
     if args.gpu:
         solo = [r for r in solo if r.gpu == args.gpu]
         pairs = [p for p in pairs if p.gpu == args.gpu]
+    if args.no_utilisation:
+        solo = [dataclasses.replace(r, l2_util_pct=None, dram_util_pct=None) for r in solo]
     if not solo:
         raise ValueError(f"no solo profile records in {args.profiles}")
     return solo, pairs
