@@ -81,3 +81,16 @@ def test_pairs_of_unprofiled_models_are_left_out_of_level2(fitted: Predictor) ->
     refit = Predictor.fit(solo, [*load_pair_profiles(directory), stranger])
     assert refit.interference[("V100", "memory")] == fitted.interference[("V100", "memory")]
     assert not refit.knows("gpt")
+
+
+def test_other_gpus_are_predicted_by_speed_ratio(fitted: Predictor) -> None:
+    """A model never profiled on a GPU is predicted from another GPU's curve with the share
+    scaled by the speed ratio: a faster GPU is never predicted slower; unknown GPUs raise."""
+    v100 = fitted.latency_ms("alexnet", 8, 0.5, "V100")
+    h100 = fitted.latency_ms("alexnet", 8, 0.5, "H100")
+    curve, _ = fitted.curve("alexnet", "V100")
+    ratio = fitted.config.gpu_speed["H100"] / fitted.config.gpu_speed["V100"]
+    assert h100 == pytest.approx(curve.latency_ms(8, 0.5 * ratio))
+    assert h100 <= v100
+    with pytest.raises(ValueError, match="unknown GPU model"):
+        fitted.latency_ms("alexnet", 8, 0.5, "Voodoo2")

@@ -150,6 +150,8 @@ def _log_jacobian(p: FloatArray, batch: FloatArray, share: FloatArray) -> FloatA
     return np.column_stack(columns)
 
 
+BAD_RESIDUAL = 1e3
+"""Residual given to a trial point whose latency overflows or is not positive."""
 SCOUT_STEPS = 20
 """Solver steps each start gets before only the best one is run to convergence."""
 MAX_STEPS = 2000
@@ -186,7 +188,8 @@ def fit_curve(batch: FloatArray, share: FloatArray, latency: FloatArray) -> Solo
         prior = PRIOR_WEIGHT * np.array(
             [math.log(p[5] / SHARPNESS_PRIOR), math.log1p(p[2]), math.log1p(p[4]), math.log(p[6])]
         )
-        return np.concatenate([np.log(pred) - log_obs, prior])
+        misfit = np.log(np.where(pred > 0, pred, np.nan)) - log_obs
+        return np.concatenate([np.nan_to_num(misfit, nan=BAD_RESIDUAL, posinf=BAD_RESIDUAL), prior])
 
     def jacobian(p: FloatArray) -> FloatArray:
         prior = np.zeros((4, len(p)))
@@ -197,9 +200,15 @@ def fit_curve(batch: FloatArray, share: FloatArray, latency: FloatArray) -> Solo
         return np.vstack([_log_jacobian(p, batch, share), prior])
 
     def solve(x0: FloatArray, budget: int) -> Any:
-        return least_squares(
-            residuals, x0, jac=jacobian, bounds=(LOWER, UPPER), x_scale="jac", max_nfev=budget
-        )
+        with np.errstate(all="ignore"):  # trial steps may overflow; residuals then say so
+            return least_squares(
+                residuals,
+                x0,
+                jac=lambda p: np.nan_to_num(jacobian(p), nan=0.0, posinf=0.0, neginf=0.0),
+                bounds=(LOWER, UPPER),
+                x_scale="jac",
+                max_nfev=budget,
+            )
 
     scouts = [
         solve(np.clip(_initial(batch, share, latency, s), LOWER, UPPER), SCOUT_STEPS)
