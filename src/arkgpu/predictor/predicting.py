@@ -74,12 +74,14 @@ class Predictor:
         """GPU models with at least one profiled DNN model, sorted."""
         return sorted({g for g, _ in self.curves})
 
-    def _speed(self, gpu: str) -> float:
-        speed = self.config.gpu_speed.get(gpu)
-        if speed is not None:
-            return speed
+    def speed_ratio(self, gpu: str, source: str) -> float:
+        """How much faster ``gpu`` is than ``source``: the ratio of their ``config.gpu_speed``
+        when both are listed, else of their SM counts (:mod:`arkgpu.model.gpus`)."""
+        speeds = self.config.gpu_speed
+        if gpu in speeds and source in speeds:
+            return speeds[gpu] / speeds[source]
         try:
-            return float(gpu_model(gpu).sm_count)
+            return gpu_model(gpu).sm_count / gpu_model(source).sm_count
         except UnknownGpuModelError as exc:
             raise ValueError(str(exc.args[0])) from None
 
@@ -96,7 +98,7 @@ class Predictor:
             return own, 1.0
         for source, name in self.curves:
             if name == model:
-                return self.curves[(source, name)], self._speed(gpu) / self._speed(source)
+                return self.curves[(source, name)], self.speed_ratio(gpu, source)
         known = ", ".join(sorted({m for _, m in self.curves}))
         raise UnknownModelError(f"no profile for model {model!r} on any GPU (known: {known})")
 
@@ -152,7 +154,9 @@ class Predictor:
         """Level 2: factor (>= 1) by which ``corunners`` stretch ``target``'s latency.
 
         Uses the GPU's own fit when its pairs were measured, else the fit pooled
-        over every GPU's pairs, else no interference (no pairs at all).
+        over every GPU's pairs, else no interference (no pairs at all). The
+        shipped pairs are MPS co-locations; workloads in different MIG
+        instances do not share L2 or DRAM bandwidth and are not co-runners here.
         """
         mine = self.usage(target, gpu)
         others = [self.usage(w, gpu) for w in corunners]
