@@ -132,3 +132,23 @@ def test_missing_paths_and_unknown_sources_are_errors(tmp_path: Path) -> None:
         load_solo_profiles(tmp_path / "nothing")
     with pytest.raises(ValueError, match="unknown profile source"):
         import_profiles("abacus", tmp_path)
+
+
+def test_igniter_published_slopes_are_read_with_located_errors(
+    shared_profiles: Path, tmp_path: Path
+) -> None:
+    """iGniter's per-model L2 slopes come from its config; a bad entry names file, line, key."""
+    from arkgpu.traces.profiles_importing import load_igniter_l2_slopes  # noqa: PLC0415
+
+    slopes = load_igniter_l2_slopes(
+        shared_profiles / "igniter_v100" / "Algorithm_config_v100.jsonl"
+    )
+    assert set(slopes) == {"alexnet", "resnet50", "vgg19", "ssd"}
+    assert all(0 < k < 0.05 for k in slopes.values())  # per L2 %: a few % slowdown per 10 %
+    bad = _write(
+        tmp_path,
+        "config.jsonl",
+        '{"hardware": {"maxGPUfrequency": 1530}}\n{"m": {"l2cache": 16, "activetime_1": "x"}}\n',
+    )
+    with pytest.raises(ProfileFormatError, match=r"config.jsonl:2: field 'activetime_1'"):
+        load_igniter_l2_slopes(bad)

@@ -252,7 +252,9 @@ def _igniter_alphas(predictor: Predictor, train: list[Target]) -> dict[str, floa
     return fit_igniter_linear(models, l2[keep], slowdowns[keep])
 
 
-def _level2(fold: Fold, predictor: Predictor, errors: Errors) -> None:
+def _level2(
+    fold: Fold, predictor: Predictor, errors: Errors, published: dict[str, float] | None
+) -> None:
     test = [
         t
         for t in pair_targets(fold.pair_test)
@@ -277,6 +279,12 @@ def _level2(fold: Fold, predictor: Predictor, errors: Errors) -> None:
     errors.level2.extend(ape(ours, actual).tolist())
     errors.add(errors.baselines2, "no-interference", ape(alone, actual))
     errors.add(errors.baselines2, "igniter-linear", ape(linear, actual))
+    if published is not None:
+        slopes = np.array([published.get(t.target.model, np.nan) for t in test])
+        l2_pct = 100.0 * np.array([_l2(predictor, t.corunner, t.gpu) for t in test])
+        errors.add(
+            errors.baselines2, "igniter-published", ape(alone * (1 + slopes * l2_pct), actual)
+        )
 
 
 @dataclass(frozen=True)
@@ -313,10 +321,16 @@ def evaluate(
     seed: int = 0,
     config: PredictorConfig | None = None,
     on_fold: Callable[[int, int], None] | None = None,
+    published_l2_slopes: dict[str, float] | None = None,
 ) -> Evaluation:
     """Fit and score the predictor and its baselines on every fold of ``split_name``.
 
     ``on_fold(done, total)`` is called after each fold (progress display).
+    ``published_l2_slopes`` (iGniter's k_l2 per model, from
+    :func:`arkgpu.traces.profiles_importing.load_igniter_l2_slopes`) adds the
+    ``igniter-published`` level-2 baseline: latency alone x (1 + k_l2 x co-runner's
+    L2 %), iGniter's L2 term with its own coefficients (its idle-time and
+    power/frequency terms are not modelled).
     """
     try:
         make_folds = SPLITS[split_name]
@@ -327,7 +341,7 @@ def evaluate(
     for done, fold in enumerate(folds, start=1):
         predictor = Predictor.fit(fold.solo_train, fold.pair_train, config)
         _level1(fold, predictor, errors, seed)
-        _level2(fold, predictor, errors)
+        _level2(fold, predictor, errors, published_l2_slopes)
         if on_fold is not None:
             on_fold(done, len(folds))
     baselines = {
