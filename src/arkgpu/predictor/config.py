@@ -1,0 +1,54 @@
+"""Settings of the performance predictor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+def _peak_fp32_tflops() -> dict[str, float]:
+    return {
+        "T4": 8.1,
+        "P100": 10.6,
+        "V100": 15.7,
+        "V100M16": 15.7,
+        "V100M32": 15.7,
+        "A10": 31.2,
+        "A100-40GB": 19.5,
+        "A100-80GB": 19.5,
+        "H100": 67.0,
+        "H200": 67.0,
+    }
+
+
+@dataclass(frozen=True)
+class PredictorConfig:
+    """How the predictor fits and what it assumes where no measurement exists."""
+
+    training_factor: float = 3.0
+    """A BE training iteration's time as a multiple of the profiled inference batch
+    latency at the same batch and share (no training profiles are shipped). 3.0:
+    the backward pass costs about twice the forward pass (the usual 1:2 estimate of
+    forward to backward FLOPs for dense layers), plus the forward pass itself.
+    Optimizer steps and data loading are not counted."""
+    gpu_speed: dict[str, float] = field(default_factory=_peak_fp32_tflops)
+    """Relative speed of each GPU model, used only to predict a DNN model on a GPU it
+    was not profiled on (share scaled by the speed ratio). Unit: peak FP32 TFLOPS from
+    NVIDIA's datasheets (SXM parts), a spec every GPU has; a GPU missing here is
+    scaled by its SM count from :mod:`arkgpu.model.gpus`."""
+
+    def to_dict(self) -> dict[str, object]:
+        """The settings as JSON-ready values."""
+        return {"training_factor": self.training_factor, "gpu_speed": dict(self.gpu_speed)}
+
+    @staticmethod
+    def from_dict(values: dict[str, object]) -> PredictorConfig:
+        """Inverse of :meth:`to_dict`; raises ValueError on a wrong type."""
+        factor = values.get("training_factor")
+        speed = values.get("gpu_speed")
+        if not isinstance(factor, int | float) or factor <= 0:
+            raise ValueError(f"training_factor must be a positive number, got {factor!r}")
+        if not isinstance(speed, dict) or not all(
+            isinstance(v, int | float) and v > 0 for v in speed.values()
+        ):
+            raise ValueError("gpu_speed must map GPU names to positive numbers")
+        return PredictorConfig(float(factor), {str(k): float(v) for k, v in speed.items()})

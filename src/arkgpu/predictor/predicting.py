@@ -1,0 +1,203 @@
+"""The two-level performance predictor that placement, co-location and the simulator ask.
+
+Level 1 (:mod:`arkgpu.predictor.curves`): latency of a DNN model's batch alone
+on a share of a GPU, one fitted formula per (GPU, model). Level 2
+(:mod:`arkgpu.predictor.interference`): the slowdown co-runners add, from their
+shares and their L2/DRAM use (:mod:`arkgpu.predictor.utilisation`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from arkgpu.model.gpus import UnknownGpuModelError, gpu_model
+from arkgpu.predictor.config import PredictorConfig
+from arkgpu.predictor.curves import SoloCurve
+from arkgpu.predictor.fitting import POOLED, fit_curves, fit_pairs, fit_utils
+from arkgpu.predictor.interference import Interference, Usage, feature_set_for
+from arkgpu.predictor.storing import read_predictor, write_predictor
+from arkgpu.predictor.utilisation import UtilCurve
+from arkgpu.predictor.workloads import UnknownModelError, Workload, check_query
+from arkgpu.traces.profiles import (
+    PairRecord,
+    SoloRecord,
+    default_profile_dir,
+    load_pair_profiles,
+    load_solo_profiles,
+)
+
+FloatArray = NDArray[np.float64]
+DEFAULT_GPU = "V100"
+
+
+class Predictor:
+    """Fitted two-level predictor; build with :meth:`fit` or :meth:`load`."""
+
+    def __init__(
+        self,
+        curves: dict[tuple[str, str], SoloCurve],
+        utils: dict[tuple[str, str, str], UtilCurve],
+        interference: dict[tuple[str, str], Interference],
+        config: PredictorConfig,
+    ) -> None:
+        self.curves = curves
+        self.utils = utils
+        self.interference = interference
+        self.config = config
+
+    @classmethod
+    def fit(
+        cls,
+        solo: Sequence[SoloRecord],
+        pairs: Sequence[PairRecord] = (),
+        config: PredictorConfig | None = None,
+    ) -> Predictor:
+        """Fit level 1 on ``solo`` and level 2 on ``pairs`` (none: no interference)."""
+        config = config or PredictorConfig()
+        curves, utils = fit_curves(solo), fit_utils(solo)
+        base = cls(curves, utils, {}, config)
+        return cls(curves, utils, fit_pairs(base, pairs), config)
+
+    def models(self, gpu: str = DEFAULT_GPU) -> list[str]:
+        """DNN models profiled on ``gpu``, sorted."""
+        return sorted(model for g, model in self.curves if g == gpu)
+
+    def knows(self, model: str) -> bool:
+        """Whether ``model`` was profiled on any GPU (so that it can be predicted)."""
+        return any(name == model for _, name in self.curves)
+
+    def gpus(self) -> list[str]:
+        """GPU models with at least one profiled DNN model, sorted."""
+        return sorted({g for g, _ in self.curves})
+
+    def speed_ratio(self, gpu: str, source: str) -> float:
+        """How much faster ``gpu`` is than ``source``: the ratio of their ``config.gpu_speed``
+        when both are listed, else of their SM counts (:mod:`arkgpu.model.gpus`)."""
+        speeds = self.config.gpu_speed
+        if gpu in speeds and source in speeds:
+            return speeds[gpu] / speeds[source]
+        try:
+            return gpu_model(gpu).sm_count / gpu_model(source).sm_count
+        except UnknownGpuModelError as exc:
+            raise ValueError(str(exc.args[0])) from None
+
+    def curve(self, model: str, gpu: str) -> tuple[SoloCurve, float]:
+        """The curve that predicts ``model`` on ``gpu`` and the factor to scale shares by.
+
+        A model profiled on ``gpu`` uses its own curve (factor 1). Otherwise the
+        first GPU it was profiled on stands in, with shares scaled by the ratio
+        of the two GPUs' speeds (config ``gpu_speed``): a share s of the target
+        does the work of a share s * speed(gpu) / speed(source) of the source.
+        """
+        own = self.curves.get((gpu, model))
+        if own is not None:
+            return own, 1.0
+        for source, name in self.curves:
+            if name == model:
+                return self.curves[(source, name)], self.speed_ratio(gpu, source)
+        known = ", ".join(sorted({m for _, m in self.curves}))
+        raise UnknownModelError(f"no profile for model {model!r} on any GPU (known: {known})")
+
+    def latency_ms(self, model: str, batch: int, share: float, gpu: str = DEFAULT_GPU) -> float:
+        """Level 1: latency in ms of one batch of ``model`` alone on ``share`` of ``gpu``."""
+        check_query(batch, share)
+        curve, factor = self.curve(model, gpu)
+        return curve.latency_ms(batch, share * factor)
+
+    def latency_ms_many(
+        self,
+        models: Sequence[str] | str,
+        batches: Sequence[int] | NDArray[np.integer] | NDArray[np.floating],
+        shares: Sequence[float] | NDArray[np.floating],
+        gpu: str = DEFAULT_GPU,
+    ) -> FloatArray:
+        """Vectorised :meth:`latency_ms`: one latency per (model, batch, share) query."""
+        batch = np.asarray(batches, dtype=np.float64)
+        share = np.asarray(shares, dtype=np.float64)
+        if batch.shape != share.shape:
+            raise ValueError(f"{batch.shape[0]} batches but {share.shape[0]} shares")
+        if batch.size and (batch.min() < 1 or share.min() <= 0 or share.max() > 1):
+            raise ValueError("every batch must be >= 1 and every share in (0, 1]")
+        if isinstance(models, str):
+            curve, factor = self.curve(models, gpu)
+            return curve.latency_ms_many(batch, share * factor)
+        names, index = np.unique(np.asarray(models), return_inverse=True)
+        if index.shape != batch.shape:
+            raise ValueError(f"{index.shape[0]} models but {batch.shape[0]} batches")
+        out = np.empty_like(batch)
+        for i, name in enumerate(names):
+            mask = index == i
+            curve, factor = self.curve(str(name), gpu)
+            out[mask] = curve.latency_ms_many(batch[mask], share[mask] * factor)
+        return out
+
+    def usage(self, workload: Workload, gpu: str = DEFAULT_GPU) -> Usage:
+        """What level 2 uses of ``workload`` alone: share, activity, L2/DRAM use if measured."""
+        b, s = workload.batch, workload.share
+        curve, factor = self.curve(workload.model, gpu)
+        l2 = self.utils.get((gpu, workload.model, "l2"))
+        dram = self.utils.get((gpu, workload.model, "dram"))
+        return Usage(
+            share=s,
+            activity=curve.activity(b, s * factor),
+            l2=None if l2 is None else l2.util_pct(b, s) / 100.0,
+            dram=None if dram is None else dram.util_pct(b, s) / 100.0,
+        )
+
+    def slowdown(
+        self, target: Workload, corunners: Sequence[Workload], gpu: str = DEFAULT_GPU
+    ) -> float:
+        """Level 2: factor (>= 1) by which ``corunners`` stretch ``target``'s latency.
+
+        Uses the GPU's own fit when its pairs were measured, else the fit pooled
+        over every GPU's pairs, else no interference (no pairs at all). The
+        shipped pairs are MPS co-locations; workloads in different MIG
+        instances do not share L2 or DRAM bandwidth and are not co-runners here.
+        """
+        mine = self.usage(target, gpu)
+        others = [self.usage(w, gpu) for w in corunners]
+        kind = feature_set_for(mine, others)
+        model = self.interference.get((gpu, kind)) or self.interference.get((POOLED, kind))
+        return 1.0 if model is None else model.slowdown(mine, others)
+
+    def colocated_latency_ms(
+        self, target: Workload, corunners: Sequence[Workload], gpu: str = DEFAULT_GPU
+    ) -> float:
+        """Latency in ms of ``target``'s batch while ``corunners`` share the GPU."""
+        alone = self.latency_ms(target.model, target.batch, target.share, gpu)
+        return alone * self.slowdown(target, corunners, gpu)
+
+    def training_iteration_ms(
+        self, model: str, batch: int, share: float, gpu: str = DEFAULT_GPU
+    ) -> float:
+        """Estimated time of one BE training iteration in ms (not measured).
+
+        No training profiles exist: this is the profiled inference latency at
+        the same batch and share times ``config.training_factor`` (forward +
+        backward, see :class:`PredictorConfig`).
+        """
+        return self.config.training_factor * self.latency_ms(model, batch, share, gpu)
+
+    def save(self, path: Path | str) -> None:
+        """Write the fitted predictor to a versioned JSON file."""
+        write_predictor(path, self.curves, self.utils, self.interference, self.config)
+
+    @classmethod
+    def load(cls, path: Path | str) -> Predictor:
+        """Read a predictor written by :meth:`save`; a wrong version or corrupt file raises."""
+        curves, utils, interference, config = read_predictor(path)
+        return cls(curves, utils, interference, config)
+
+
+def default_predictor(config: PredictorConfig | None = None) -> Predictor:
+    """A predictor fitted now on the canonical profiles shipped in the package.
+
+    Fits iGniter's V100 solo and pair profiles and ParvaGPU's A100 solo profiles
+    (:func:`arkgpu.traces.profiles.default_profile_dir`); nothing is cached.
+    """
+    directory = default_profile_dir()
+    return Predictor.fit(load_solo_profiles(directory), load_pair_profiles(directory), config)
