@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from arkgpu.cli.main import main
 from arkgpu.model.resources import Node, Pod
 from arkgpu.sim.replay import ReplayConfig, occupancy, replay, stretch_durations
 from arkgpu.traces.openb import load_nodes, load_pods
@@ -65,3 +67,33 @@ def test_trace_without_times_is_refused() -> None:
     nodes = [Node("n", 8000, 8192, 1, "T4")]
     with pytest.raises(ValueError, match="p0"):
         replay(nodes, [Pod("p0", 1000, 1024, 1, 500)], "arkgpu", EXACT)
+
+
+def test_cli_tools_print_the_documented_json_keys(
+    small_trace: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``placement bound``, ``defrag``, ``replay`` and ``cost`` print JSON with their keys."""
+    nodes_path, pods_path = small_trace
+    common = ["--trace", str(pods_path), "--nodes", str(nodes_path)]
+    assert main(["placement", "bound", *common, "--seed", "3", "--json"]) == 0
+    bound = json.loads(capsys.readouterr().out)
+    assert bound["lp_bound_unallocated_pct"] <= bound["clairvoyant_unallocated_pct"] + 1e-9
+    defrag = [*common, "--policy", "bestfit", "--seed", "5", "--max-moves", "4", "--json"]
+    assert main(["placement", "defrag", *defrag, "--planner", "greedy"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["pods_moved"] <= 4
+    assert {"gpus_gained", "gpus_gained_per_move", "wall_s"} <= set(plan)
+    assert main(["placement", "replay", *common, "--policy", "arkgpu", "--json"]) == 0
+    assert {"wait_s_mean", "wait_s_p99", "waiting"} <= set(json.loads(capsys.readouterr().out))
+    assert main(["placement", "cost", *common, "--policies", "arkgpu"]) == 0
+    assert json.loads(capsys.readouterr().out)["cpu_ms_median"] >= 0
+
+
+def test_defrag_rejects_negative_moves(
+    small_trace: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A negative K is a one-line error, exit status 2."""
+    nodes_path, pods_path = small_trace
+    argv = ["placement", "defrag", "--trace", str(pods_path), "--nodes", str(nodes_path)]
+    assert main([*argv, "--policy", "fgd", "--max-moves", "-1"]) == 2
+    assert "--max-moves" in capsys.readouterr().err

@@ -16,6 +16,7 @@ from arkgpu.bench.placement_study import (
     OPENB_TRACES,
     StudySpec,
     arrived_until,
+    decision_costs,
     plot_study,
     run_study,
 )
@@ -64,6 +65,11 @@ def register_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     replay.add_argument("--node-fraction", type=float, default=0.5)
     replay.add_argument("--json", action="store_true", help="print the result as JSON")
     replay.set_defaults(handler=cmd_replay)
+    cost = sub.add_parser("cost", help="decision cost per pod: wall clock and CPU time")
+    _trace_args(cost)
+    cost.add_argument("--policies", default="arkgpu,fgd")
+    cost.add_argument("--seed", type=int, default=42)
+    cost.set_defaults(handler=cmd_cost)
     study = sub.add_parser("study", help="every openb trace: policies, LP bound, clairvoyant")
     study.add_argument("--traces", default=",".join(OPENB_TRACES))
     study.add_argument("--nodes", type=Path, default=None)
@@ -164,6 +170,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
         f"wait mean {doc['wait_s_mean']:.0f} s p99 {doc['wait_s_p99']:.0f} s, "
         f"{doc['never_placed']} never placed"
     )
+    return 0
+
+
+def cmd_cost(args: argparse.Namespace) -> int:
+    """Print the decision cost of each policy as JSON lines."""
+    trace, nodes_path = _resolve(args.trace, args.nodes)
+    for name in _names(args.policies):
+        doc = decision_costs(nodes_path, trace.path, name, args.seed, args.inflate)
+        print(json.dumps({"trace": trace.label, "seed": args.seed, **doc}))
     return 0
 
 
