@@ -70,7 +70,7 @@ def test_trace_without_times_is_refused() -> None:
 
 
 def test_cli_tools_print_the_documented_json_keys(
-    small_trace: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+    small_trace: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """``placement bound``, ``defrag``, ``replay`` and ``cost`` print JSON with their keys."""
     nodes_path, pods_path = small_trace
@@ -84,7 +84,12 @@ def test_cli_tools_print_the_documented_json_keys(
     assert plan["pods_moved"] <= 4
     assert {"gpus_gained", "gpus_gained_per_move", "wall_s"} <= set(plan)
     assert main(["placement", "replay", *common, "--policy", "arkgpu", "--json"]) == 0
-    assert {"wait_s_mean", "wait_s_p99", "waiting"} <= set(json.loads(capsys.readouterr().out))
+    argv = ["placement", "replay", *common, "--policy", "arkgpu,fgd", "--json"]
+    docs = json.loads(capsys.readouterr().out)
+    assert {"wait_s_mean", "wait_s_p99", "waiting"} <= set(docs)
+    assert main([*argv, "--plot", str(tmp_path / "r.png")]) == 0
+    assert [d["policy"] for d in json.loads(capsys.readouterr().out)] == ["arkgpu", "fgd"]
+    assert (tmp_path / "r.png").stat().st_size > 0
     assert main(["placement", "cost", *common, "--policies", "arkgpu"]) == 0
     assert json.loads(capsys.readouterr().out)["cpu_ms_median"] >= 0
 

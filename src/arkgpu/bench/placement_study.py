@@ -254,3 +254,18 @@ def decision_costs(
         "cpu_ms_p99": float(np.percentile(cpu, 99) * 1e3),
         "cpu_ms_max": float(cpu.max() * 1e3),
     }
+
+
+def plot_replay(path: Path, title: str, docs: Sequence[dict[str, Any]]) -> None:
+    """GPU allocation and pods waiting over trace time, one line per policy."""
+    fig = Figure(figsize=(9, 6))
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    for doc in docs:
+        days = (np.array(doc["times_s"]) - doc["times_s"][0]) / 86400.0
+        top.plot(days, doc["allocation_pct"], label=doc["policy"], linewidth=1)
+        bottom.plot(days, doc["waiting"], label=doc["policy"], linewidth=1)
+    top.set(ylabel="GPU allocation, % of capacity", title=title)
+    bottom.set(xlabel="trace time, days", ylabel="pods waiting")
+    top.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)

@@ -17,6 +17,7 @@ from arkgpu.bench.placement_study import (
     StudySpec,
     arrived_until,
     decision_costs,
+    plot_replay,
     plot_study,
     run_study,
 )
@@ -61,11 +62,12 @@ def register_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     defrag.set_defaults(handler=cmd_defrag)
     replay = sub.add_parser("replay", help="time-ordered replay with departures and a queue")
     _trace_args(replay)
-    replay.add_argument("--policy", required=True, choices=POLICIES.names())
+    replay.add_argument("--policy", required=True, help="a policy, or a list: arkgpu,fgd")
     replay.add_argument("--seed", type=int, default=42)
     replay.add_argument("--load", type=float, default=1.2, help="peak load if none waited")
     replay.add_argument("--node-fraction", type=float, default=0.5)
     replay.add_argument("--json", action="store_true", help="print the result as JSON")
+    replay.add_argument("--plot", type=Path, default=None, help="write allocation/queue PNG here")
     replay.set_defaults(handler=cmd_replay)
     cost = sub.add_parser("cost", help="decision cost per pod: wall clock and CPU time")
     _trace_args(cost)
@@ -175,22 +177,29 @@ def cmd_defrag(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    """Replay the trace in time order with departures; print the queue figures."""
+    """Replay the trace in time order with departures, per policy; print the queue figures."""
     trace, nodes_path = _resolve(args.trace, args.nodes)
     config = ReplayConfig(seed=args.seed, load=args.load, node_fraction=args.node_fraction)
-    result = replay(load_nodes(nodes_path), load_pods(trace.path), args.policy, config)
-    doc: dict[str, Any] = {"trace": trace.label, "simulated": True, **result.summary()}
-    if args.json:
+    nodes, pods = load_nodes(nodes_path), load_pods(trace.path)
+    docs: list[dict[str, Any]] = []
+    for name in _names(args.policy):
+        result = replay(nodes, pods, name, config)
+        doc: dict[str, Any] = {"trace": trace.label, "simulated": True, **result.summary()}
+        doc["times_s"] = result.times_s.tolist()
         doc["allocation_pct"] = result.allocation_pct.tolist()
         doc["waiting"] = result.waiting.tolist()
-        print(json.dumps(doc, indent=2))
-        return 0
-    print(
-        f"{trace.label} {args.policy} (simulated replay): mean GPU allocation "
-        f"{doc['mean_allocation_pct']:.1f}%, mean waiting {doc['mean_waiting']:.1f} pods, "
-        f"wait mean {doc['wait_s_mean']:.0f} s p99 {doc['wait_s_p99']:.0f} s, "
-        f"{doc['never_placed']} never placed"
-    )
+        docs.append(doc)
+        if not args.json:
+            print(
+                f"{trace.label} {name} (simulated replay): mean GPU allocation "
+                f"{doc['mean_allocation_pct']:.1f}%, mean waiting {doc['mean_waiting']:.1f} pods, "
+                f"wait mean {doc['wait_s_mean']:.0f} s p99 {doc['wait_s_p99']:.0f} s, "
+                f"{doc['never_placed']} never placed"
+            )
+    if args.json:
+        print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
+    if args.plot is not None:
+        plot_replay(args.plot, f"{trace.label} replay (simulated)", docs)
     return 0
 
 
