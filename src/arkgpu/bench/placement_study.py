@@ -201,7 +201,9 @@ def run_study(
 def plot_study(path: Path, report: dict[str, Any]) -> None:
     """Bars of unallocated GPU % at 100% arrived per trace: one per policy, bound, clairvoyant."""
     traces = report["traces"]
-    names = sorted({n for t in traces for n in t["policies"]})
+    names = sorted(
+        {n for t in traces for n in t["policies"]}, key=lambda n: (n != "arkgpu", n != "fgd", n)
+    )
     series = [
         (n, [t["policies"].get(n, {}).get("mean_at_100", np.nan) for t in traces]) for n in names
     ]
