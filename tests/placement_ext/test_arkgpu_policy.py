@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -138,3 +139,19 @@ def test_prime_counts_whole_workload() -> None:
         {(1000, 300, 1, frozenset()): 2, (1, 0, 0, frozenset()): 1}
     )
     assert (300, frozenset()) in policy.values.price
+
+
+def test_prices_pool_gpu_specs_of_one_size_but_tables_follow_specs() -> None:
+    """A size costs the same whatever its gpu_spec; a model only counts sizes its specs admit."""
+    nodes = [Node("t", 64000, 1 << 18, 4, "T4"), Node("p", 64000, 1 << 18, 4, "P100")]
+    state = ClusterState.from_nodes(nodes)
+    policy = ArkgpuPolicy(state)
+    t4 = frozenset({"T4"})
+    history = [Pod("a", 1000, 1, 1, 500), Pod("b", 1000, 1, 1, 500, t4)] * 5
+    history += [Pod("c", 1000, 1, 1, 300, t4)] * 9
+    policy.prime(state, history)
+    price = policy.values.price
+    assert price[(500, frozenset())] == price[(500, t4)]
+    p100, t4_row = (policy.values.models.index(m) for m in ("P100", "T4"))
+    assert policy.values.table[t4_row, 300] == pytest.approx(price[(300, t4)])
+    assert policy.values.table[p100, 300] == 0.0  # no 300 may run on a P100
