@@ -127,3 +127,14 @@ def test_pair_scales_fit_measured_combinations_only(fitted: Predictor) -> None:
         Workload("alexnet", 4, 0.5), [Workload("vgg19", 8, 0.5)], "A100-80GB"
     )
     assert other >= alone
+
+
+def test_a_new_model_is_predicted_from_one_point(fitted: Predictor) -> None:
+    """with_model adds a curve through the measured point, shaped like the GPU's other models,
+    monotone, and leaves the original predictor unchanged."""
+    grown = fitted.with_model("newnet", 8, 0.5, 12.0, "V100")
+    assert grown.latency_ms("newnet", 8, 0.5) == pytest.approx(12.0, rel=0.03)
+    assert grown.latency_ms("newnet", 32, 0.5) > grown.latency_ms("newnet", 8, 0.5)
+    assert grown.latency_ms("newnet", 8, 0.2) > grown.latency_ms("newnet", 8, 0.5)
+    assert not fitted.knows("newnet")
+    assert grown.latency_ms("vgg19", 4, 0.3) == fitted.latency_ms("vgg19", 4, 0.3)

@@ -18,6 +18,7 @@ from typing import TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from arkgpu.predictor.anchoring import pick_anchor
 from arkgpu.predictor.baselines import GbmLevel1, fit_igniter_linear, share_scaling
 from arkgpu.predictor.config import PredictorConfig
 from arkgpu.predictor.fitting import Target, pair_targets
@@ -40,6 +41,8 @@ class Fold:
     pair_test: list[PairRecord]
     scored: Callable[[Workload], bool] = lambda _: True
     """Which targets of the test pairs this fold scores (each target once over all folds)."""
+    new_model: str | None = None
+    """A model level 1 predicts as if never profiled, from one anchor point of its own."""
 
 
 SplitFunction = Callable[[Sequence[SoloRecord], Sequence[PairRecord], int], list[Fold]]
@@ -136,14 +139,18 @@ def leave_one_share_out(
 def leave_one_model_out(
     solo: Sequence[SoloRecord], pairs: Sequence[PairRecord], seed: int
 ) -> list[Fold]:
-    """One fold per DNN model: every pair involving it held out from level 2.
+    """One fold per DNN model, as if it were new.
 
-    Level 1 is fitted per model and cannot predict a model never profiled, so
-    every solo record stays in training and level 1 reports no error here:
-    a new model gets its solo profile, never its interference, measured.
+    Level 1 predicts the model from one measured point of its own (the anchor,
+    :func:`arkgpu.predictor.anchoring.pick_anchor`) and the other models'
+    curves, and is scored on its other points. Level 2 holds out every pair
+    involving the model, with its solo profile measured (a new model gets its
+    solo profile, never its interference with everything else, measured).
     """
     del seed
-    models = sorted({p.model_a for p in pairs} | {p.model_b for p in pairs})
+    models = sorted(
+        {r.model for r in solo} | {p.model_a for p in pairs} | {p.model_b for p in pairs}
+    )
     return [
         Fold(
             list(solo),
@@ -151,6 +158,7 @@ def leave_one_model_out(
             [p for p in pairs if model not in (p.model_a, p.model_b)],
             [p for p in pairs if model in (p.model_a, p.model_b)],
             _matching(lambda w: w.model, model),
+            new_model=model,
         )
         for model in models
     ]
@@ -219,7 +227,32 @@ class Errors:
         table.setdefault(name, []).extend(values.tolist())
 
 
+def _new_model_level1(fold: Fold, predictor: Predictor, errors: Errors) -> None:
+    model = fold.new_model
+    others = {key: c for key, c in predictor.curves.items() if key[1] != model}
+    if model is None or not others:
+        return
+    without = Predictor(others, predictor.utils, predictor.interference, predictor.config)
+    for gpu in sorted({r.gpu for r in fold.solo_train if r.model == model}):
+        mine = [r for r in fold.solo_train if r.model == model and r.gpu == gpu]
+        anchor = pick_anchor(mine)
+        test = [r for r in mine if r is not anchor]
+        if not test:
+            continue
+        guess = without.with_model(model, anchor.batch, anchor.share, anchor.latency_ms, gpu)
+        measured = np.array([r.latency_ms for r in test])
+        ours = guess.latency_ms_many(model, [r.batch for r in test], [r.share for r in test], gpu)
+        errors.level1.extend(ape(ours, measured).tolist())
+        naive = [
+            anchor.latency_ms * r.batch * anchor.share / (anchor.batch * r.share) for r in test
+        ]
+        errors.add(errors.baselines1, "anchor-proportional", ape(np.array(naive), measured))
+
+
 def _level1(fold: Fold, predictor: Predictor, errors: Errors, seed: int) -> None:
+    if fold.new_model is not None:
+        _new_model_level1(fold, predictor, errors)
+        return
     if not fold.solo_test:
         return
     known = {model for _, model in predictor.curves}

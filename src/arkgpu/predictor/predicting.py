@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from arkgpu.model.gpus import UnknownGpuModelError, gpu_model
+from arkgpu.predictor.anchoring import anchored_curve
 from arkgpu.predictor.config import PredictorConfig
 from arkgpu.predictor.curves import SoloCurve
 from arkgpu.predictor.fitting import POOLED, fit_curves, fit_pair_scales, fit_pairs, fit_utils
@@ -66,6 +67,22 @@ class Predictor:
         shared = cls(curves, utils, interference, config)
         scales = fit_pair_scales(shared, pairs, config.pair_prior)
         return cls(curves, utils, interference, config, scales)
+
+    def with_model(
+        self, model: str, batch: int, share: float, latency_ms: float, gpu: str = DEFAULT_GPU
+    ) -> Predictor:
+        """A copy that also predicts ``model`` on ``gpu`` from one measured point.
+
+        The new curve borrows its shape from the models profiled on ``gpu`` (all
+        GPUs if none), rescaled through the point (:mod:`arkgpu.predictor.anchoring`).
+        """
+        check_query(batch, share)
+        references = [c for (g, _), c in self.curves.items() if g == gpu] or list(
+            self.curves.values()
+        )
+        curves = dict(self.curves)
+        curves[(gpu, model)] = anchored_curve(references, batch, share, latency_ms)
+        return Predictor(curves, self.utils, self.interference, self.config, self.pair_scales)
 
     def models(self, gpu: str = DEFAULT_GPU) -> list[str]:
         """DNN models profiled on ``gpu``, sorted."""
