@@ -27,7 +27,9 @@ keeps busy times the fraction of its latency the GPU part takes
 
 The coefficients ``theta`` are fitted by non-negative least squares on
 features that are all >= 0, so the slowdown is >= 1 by construction and never
-falls when a co-runner is added or uses more of the GPU.
+falls when a co-runner is added. The predictor further scales each
+co-runner's term by a non-negative factor per measured (target model,
+co-runner model) combination (:func:`arkgpu.predictor.fitting.fit_pair_scales`).
 """
 
 from __future__ import annotations
