@@ -1,0 +1,482 @@
+/*
+ * A fake CUDA driver (built as libcuda.so.1): a virtual GPU with fixed memory
+ * and SM count on which kernels "run" for a duration given at launch. Kernels
+ * are named "spin" (duration in ns from kernelParams[0], a uint64_t*) or
+ * "spin_<N>us" (fixed). A launch holds the device's shared lock for the
+ * kernel's duration (sleeping, not spinning), so processes share the device in
+ * time. Launches complete before they return (a synchronous model); an event
+ * recorded just before a kernel takes the kernel's start time, as the real
+ * device writes it when the stream reaches it.
+ * Memory is accounted per process against FAKEGPU_MEM_MIB; pointers are
+ * virtual addresses that are never dereferenced.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+
+#include "../cuda_abi.h"
+#include "../ptrmap.h"
+#include "fakegpu_state.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define MAX_GRAPH_NODES 256
+
+struct CUfunc_st { int64_t fixed_ns; };
+struct CUmod_st { int dummy; };
+struct CUctx_st { int dev; };
+struct CUevent_st { int64_t t; int recorded; };
+struct CUstream_st { CUevent pending; int dev; };
+struct CUgraph_st { int n; uint64_t ns[MAX_GRAPH_NODES]; };
+struct CUgraphExec_st { int n; uint64_t ns[MAX_GRAPH_NODES]; };
+struct CUgraphNode_st { int idx; };
+struct CUarray_st { uint64_t bytes; };
+struct CUmipmappedArray_st { uint64_t bytes; };
+struct CUmemPoolHandle_st { int dev; };
+
+static struct {
+    pthread_once_t once;
+    pthread_mutex_t mu; /* guards everything below */
+    fakegpu_state *st;
+    unsigned ndev;
+    unsigned long long total;
+    unsigned long long used[FAKEGPU_MAX_DEVICES];
+    uint64_t next_addr;
+    uint64_t next_handle;
+    ptrmap allocs; /* address or handle -> bytes, device */
+    struct CUctx_st primary[FAKEGPU_MAX_DEVICES];
+    struct CUstream_st null_stream;
+    struct CUmemPoolHandle_st pools[FAKEGPU_MAX_DEVICES];
+    _Atomic uint64_t proc_busy_ns;
+    _Atomic uint64_t launches;
+} g = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
+
+static __thread CUcontext tls_ctx;
+
+static void init_once(void) {
+    g.st = fakegpu_attach();
+    g.ndev = fakegpu_num_devices();
+    g.total = fakegpu_total_mem();
+    g.next_addr = 0x7f0000000000ull;
+    g.next_handle = 1;
+    for (unsigned i = 0; i < FAKEGPU_MAX_DEVICES; i++) g.primary[i].dev = (int)i;
+    for (unsigned i = 0; i < FAKEGPU_MAX_DEVICES; i++) g.pools[i].dev = (int)i;
+}
+
+static int cur_dev(void) { return tls_ctx ? tls_ctx->dev : 0; }
+static int ready(void) {
+    pthread_once(&g.once, init_once);
+    return g.st != NULL;
+}
+
+/* ---- initialisation, devices, contexts ---- */
+EXPORT CUresult cuInit(unsigned flags) {
+    (void)flags;
+    return ready() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+EXPORT CUresult cuDriverGetVersion(int *v) { *v = 12040; return CUDA_SUCCESS; }
+EXPORT CUresult cuDeviceGetCount(int *n) { ready(); *n = (int)g.ndev; return CUDA_SUCCESS; }
+EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+    ready();
+    if (ordinal < 0 || (unsigned)ordinal >= g.ndev) return CUDA_ERROR_INVALID_DEVICE;
+    *d = ordinal;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
+    snprintf(name, (size_t)len, "ArkGPU Fake GPU %d", d);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
+    (void)d;
+    ready();
+    *bytes = g.total;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
+    (void)d;
+    *v = attr == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ? (int)fakegpu_env_uint("FAKEGPU_SMS", 108) : 0;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+    ready();
+    if (d < 0 || (unsigned)d >= g.ndev) return CUDA_ERROR_INVALID_DEVICE;
+    *c = &g.primary[d];
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { (void)d; return CUDA_SUCCESS; }
+EXPORT CUresult cuCtxCreate_v2(CUcontext *c, unsigned flags, CUdevice d) {
+    (void)flags;
+    CUresult r = cuDevicePrimaryCtxRetain(c, d);
+    if (r == CUDA_SUCCESS) tls_ctx = *c;
+    return r;
+}
+EXPORT CUresult cuCtxDestroy_v2(CUcontext c) {
+    if (tls_ctx == c) tls_ctx = NULL;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxSetCurrent(CUcontext c) { tls_ctx = c; return CUDA_SUCCESS; }
+EXPORT CUresult cuCtxGetCurrent(CUcontext *c) { *c = tls_ctx; return CUDA_SUCCESS; }
+EXPORT CUresult cuCtxGetDevice(CUdevice *d) {
+    if (!tls_ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    *d = tls_ctx->dev;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
+EXPORT CUresult cuGetErrorString(CUresult e, const char **s) {
+    *s = e == CUDA_SUCCESS ? "no error" : e == CUDA_ERROR_OUT_OF_MEMORY ? "out of memory" : "error";
+    return CUDA_SUCCESS;
+}
+
+/* ---- memory ---- */
+/* Account bytes on dev under key (0: a fresh address; 1: a fresh handle). */
+static CUresult mem_take(uint64_t bytes, int dev, uint64_t key, unsigned long long *out) {
+    if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!tls_ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g.mu);
+    CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (g.used[dev] + bytes <= g.total) {
+        if (key == 0) {
+            key = g.next_addr;
+            g.next_addr += (bytes + 0xfffff) & ~0xfffffull;
+        } else if (key == 1) {
+            key = g.next_handle++;
+        }
+        if (ptrmap_put(&g.allocs, key, bytes, (uint64_t)dev) == 0) {
+            g.used[dev] += bytes;
+            *out = key;
+            r = CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&g.mu);
+    return r;
+}
+
+static CUresult mem_give(uint64_t key) {
+    uint64_t bytes, dev;
+    pthread_mutex_lock(&g.mu);
+    int r = ptrmap_take(&g.allocs, key, &bytes, &dev);
+    if (r == 0) g.used[dev] -= bytes;
+    pthread_mutex_unlock(&g.mu);
+    return r == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { return mem_take(n, cur_dev(), 0, p); }
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w, size_t h, unsigned eb) {
+    (void)eb;
+    *pitch = (w + 511) & ~(size_t)511;
+    return mem_take(*pitch * h, cur_dev(), 0, p);
+}
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned flags) {
+    (void)flags;
+    return mem_take(n, cur_dev(), 0, p);
+}
+EXPORT CUresult cuMemFree_v2(CUdeviceptr p) { return mem_give(p); }
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *prop,
+                            unsigned long long flags) {
+    (void)flags;
+    int dev = prop ? prop->location.id : 0;
+    if (dev < 0 || (unsigned)dev >= g.ndev) return CUDA_ERROR_INVALID_DEVICE;
+    return mem_take(n, dev, 1, h);
+}
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) { return mem_give(h); }
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s) {
+    (void)s;
+    return mem_take(n, cur_dev(), 0, p);
+}
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s) {
+    (void)s;
+    return mem_take(n, pool ? pool->dev : cur_dev(), 0, p);
+}
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { (void)s; return mem_give(p); }
+EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d) {
+    ready();
+    *pool = &g.pools[d];
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
+    if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    pthread_mutex_lock(&g.mu);
+    *free_b = g.total - g.used[cur_dev()];
+    *total_b = g.total;
+    pthread_mutex_unlock(&g.mu);
+    return CUDA_SUCCESS;
+}
+
+static uint64_t elem_bytes(CUarray_format f) {
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8: case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16: case CU_AD_FORMAT_SIGNED_INT16: case CU_AD_FORMAT_HALF: return 2;
+    default: return 4;
+    }
+}
+
+static CUresult array_new(void **out, size_t w, size_t h, size_t d, CUarray_format f, unsigned ch,
+                          unsigned levels) {
+    uint64_t bytes = 0;
+    for (unsigned l = 0; l < (levels ? levels : 1); l++) {
+        size_t lw = w >> l ? w >> l : 1, lh = h >> l ? h >> l : 1, ld = d >> l ? d >> l : 1;
+        bytes += (uint64_t)lw * (h ? lh : 1) * (d ? ld : 1) * ch * elem_bytes(f);
+    }
+    struct CUarray_st *a = malloc(sizeof *a);
+    if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
+    a->bytes = bytes;
+    unsigned long long key;
+    CUresult r = mem_take(bytes, cur_dev(), (uint64_t)(uintptr_t)a, &key);
+    if (r != CUDA_SUCCESS) {
+        free(a);
+        return r;
+    }
+    *out = a;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuArrayCreate_v2(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d) {
+    return array_new((void **)a, d->Width, d->Height, 0, d->Format, d->NumChannels, 1);
+}
+EXPORT CUresult cuArray3DCreate_v2(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR *d) {
+    return array_new((void **)a, d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1);
+}
+EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *a, const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels) {
+    return array_new((void **)a, d->Width, d->Height, d->Depth, d->Format, d->NumChannels, levels);
+}
+static CUresult array_free(void *a) {
+    CUresult r = mem_give((uint64_t)(uintptr_t)a);
+    if (r == CUDA_SUCCESS) free(a);
+    return r;
+}
+EXPORT CUresult cuArrayDestroy(CUarray a) { return array_free(a); }
+EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) { return array_free(a); }
+
+/* ---- modules and kernels ---- */
+EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
+    (void)image;
+    static struct CUmod_st mod;
+    *m = &mod;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuModuleLoad(CUmodule *m, const char *fname) { return cuModuleLoadData(m, fname); }
+EXPORT CUresult cuModuleUnload(CUmodule m) { (void)m; return CUDA_SUCCESS; }
+EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+    (void)m;
+    int64_t ns = -1;
+    if (strncmp(name, "spin_", 5) == 0) {
+        char *end;
+        unsigned long long us = strtoull(name + 5, &end, 10);
+        if (strcmp(end, "us") != 0) return CUDA_ERROR_NOT_FOUND;
+        ns = (int64_t)us * 1000;
+    } else if (strcmp(name, "spin") != 0) {
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    struct CUfunc_st *fn = malloc(sizeof *fn);
+    if (!fn) return CUDA_ERROR_OUT_OF_MEMORY;
+    fn->fixed_ns = ns;
+    *f = fn;
+    return CUDA_SUCCESS;
+}
+
+static uint64_t kernel_ns(CUfunction f, void **params) {
+    if (f->fixed_ns >= 0) return (uint64_t)f->fixed_ns;
+    return (params && params[0]) ? *(const uint64_t *)params[0] : 0;
+}
+
+/* ---- streams and events ---- */
+static CUstream stream_of(CUstream s) { return s ? s : &g.null_stream; }
+
+EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags) {
+    (void)flags;
+    *s = calloc(1, sizeof **s);
+    return *s ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+EXPORT CUresult cuStreamDestroy_v2(CUstream s) { free(s); return CUDA_SUCCESS; }
+static void stream_settle(CUstream s) {
+    pthread_mutex_lock(&g.mu);
+    stream_of(s)->pending = NULL;
+    pthread_mutex_unlock(&g.mu);
+}
+EXPORT CUresult cuStreamSynchronize(CUstream s) { stream_settle(s); return CUDA_SUCCESS; }
+EXPORT CUresult cuStreamQuery(CUstream s) { (void)s; return CUDA_SUCCESS; }
+EXPORT CUresult cuEventCreate(CUevent *e, unsigned flags) {
+    (void)flags;
+    *e = calloc(1, sizeof **e);
+    return *e ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+EXPORT CUresult cuEventDestroy_v2(CUevent e) {
+    pthread_mutex_lock(&g.mu);
+    if (g.null_stream.pending == e) g.null_stream.pending = NULL;
+    pthread_mutex_unlock(&g.mu);
+    free(e);
+    return CUDA_SUCCESS;
+}
+/* The event takes the current time; if a kernel is the next work on the
+ * stream, the kernel's start time replaces it (the stream reaches the event
+ * only when the device runs this context). */
+EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
+    pthread_mutex_lock(&g.mu);
+    CUstream st = stream_of(s);
+    e->t = fakegpu_now();
+    e->recorded = 1;
+    st->pending = e;
+    pthread_mutex_unlock(&g.mu);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuEventQuery(CUevent e) { return e->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY; }
+EXPORT CUresult cuEventSynchronize(CUevent e) { (void)e; return CUDA_SUCCESS; }
+EXPORT CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
+    if (!a->recorded || !b->recorded) return CUDA_ERROR_NOT_READY;
+    pthread_mutex_lock(&g.mu);
+    *ms = (float)((double)(b->t - a->t) / 1e6);
+    pthread_mutex_unlock(&g.mu);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) { return cuEventElapsedTime(ms, a, b); }
+
+/* ---- execution ---- */
+static CUresult run_on_device(CUstream s, uint64_t ns) {
+    if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!tls_ctx) return CUDA_ERROR_INVALID_CONTEXT;
+    int dev = cur_dev();
+    fakegpu_acquire(g.st, dev);
+    int64_t t0 = fakegpu_now();
+    pthread_mutex_lock(&g.mu);
+    CUstream st = stream_of(s);
+    if (st->pending) st->pending->t = t0;
+    st->pending = NULL;
+    pthread_mutex_unlock(&g.mu);
+    struct timespec until = {(time_t)((t0 + (int64_t)ns) / 1000000000), (long)((t0 + (int64_t)ns) % 1000000000)};
+    while (ns && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR) {}
+    uint64_t busy = (uint64_t)(fakegpu_now() - t0);
+    atomic_fetch_add(&g.st->dev[dev].busy_ns, busy);
+    atomic_fetch_add(&g.proc_busy_ns, busy);
+    atomic_fetch_add(&g.launches, 1);
+    fakegpu_release(g.st, dev);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned shmem, CUstream s, void **params, void **extra) {
+    (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shmem, (void)extra;
+    if (!f) return CUDA_ERROR_INVALID_VALUE;
+    return run_on_device(s, kernel_ns(f, params));
+}
+EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                    unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
+                                    void **extra) {
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+}
+EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
+    (void)extra;
+    if (!c || !f) return CUDA_ERROR_INVALID_VALUE;
+    return run_on_device(c->hStream, kernel_ns(f, params));
+}
+EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
+    return cuLaunchKernelEx(c, f, params, extra);
+}
+EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                          unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params) {
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL);
+}
+EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                               unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                               CUstream s, void **params) {
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL);
+}
+
+/* ---- graphs: kernel nodes only, run back to back as one device occupancy ---- */
+EXPORT CUresult cuGraphCreate(CUgraph *gr, unsigned flags) {
+    (void)flags;
+    *gr = calloc(1, sizeof **gr);
+    return *gr ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *node, CUgraph gr, const CUgraphNode *deps, size_t ndeps,
+                                        const CUDA_KERNEL_NODE_PARAMS *p) {
+    (void)deps, (void)ndeps;
+    if (!gr || !p || !p->func || gr->n >= MAX_GRAPH_NODES) return CUDA_ERROR_INVALID_VALUE;
+    gr->ns[gr->n++] = kernel_ns(p->func, p->kernelParams);
+    if (node) *node = NULL;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *node, CUgraph gr, const CUgraphNode *deps, size_t ndeps,
+                                     const CUDA_KERNEL_NODE_PARAMS *p) {
+    return cuGraphAddKernelNode_v2(node, gr, deps, ndeps, p);
+}
+EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *ex, CUgraph gr, unsigned long long flags) {
+    (void)flags;
+    *ex = malloc(sizeof **ex);
+    if (!*ex) return CUDA_ERROR_OUT_OF_MEMORY;
+    (*ex)->n = gr->n;
+    memcpy((*ex)->ns, gr->ns, sizeof gr->ns);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuGraphLaunch(CUgraphExec ex, CUstream s) {
+    uint64_t ns = 0;
+    for (int i = 0; i < ex->n; i++) ns += ex->ns[i];
+    return run_on_device(s, ns);
+}
+EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec ex, CUstream s) { return cuGraphLaunch(ex, s); }
+EXPORT CUresult cuGraphExecDestroy(CUgraphExec ex) { free(ex); return CUDA_SUCCESS; }
+EXPORT CUresult cuGraphDestroy(CUgraph gr) { free(gr); return CUDA_SUCCESS; }
+
+/* ---- fake-only introspection for tests and benchmarks ---- */
+EXPORT uint64_t fakegpu_process_busy_ns(void) { return atomic_load(&g.proc_busy_ns); }
+EXPORT uint64_t fakegpu_process_launches(void) { return atomic_load(&g.launches); }
+EXPORT uint64_t fakegpu_process_used_bytes(int dev) {
+    pthread_mutex_lock(&g.mu);
+    uint64_t u = g.used[dev];
+    pthread_mutex_unlock(&g.mu);
+    return u;
+}
+
+/* ---- cuGetProcAddress ---- */
+#define PROC(name) {#name, (void *)name}
+static const struct { const char *name; void *fn; } procs[] = {
+    PROC(cuInit), PROC(cuDriverGetVersion), PROC(cuDeviceGetCount), PROC(cuDeviceGet),
+    PROC(cuDeviceGetName), PROC(cuDeviceTotalMem_v2), PROC(cuDeviceGetAttribute),
+    PROC(cuDevicePrimaryCtxRetain), PROC(cuDevicePrimaryCtxRelease_v2), PROC(cuCtxCreate_v2),
+    PROC(cuCtxDestroy_v2), PROC(cuCtxSetCurrent), PROC(cuCtxGetCurrent), PROC(cuCtxGetDevice),
+    PROC(cuCtxSynchronize), PROC(cuGetErrorString), PROC(cuMemAlloc_v2), PROC(cuMemAllocPitch_v2),
+    PROC(cuMemAllocManaged), PROC(cuMemFree_v2), PROC(cuMemCreate), PROC(cuMemRelease),
+    PROC(cuMemAllocAsync), PROC(cuMemAllocFromPoolAsync), PROC(cuMemFreeAsync),
+    PROC(cuDeviceGetDefaultMemPool), PROC(cuMemGetInfo_v2), PROC(cuArrayCreate_v2),
+    PROC(cuArray3DCreate_v2), PROC(cuMipmappedArrayCreate), PROC(cuArrayDestroy),
+    PROC(cuMipmappedArrayDestroy), PROC(cuModuleLoadData), PROC(cuModuleLoad), PROC(cuModuleUnload),
+    PROC(cuModuleGetFunction), PROC(cuStreamCreate), PROC(cuStreamDestroy_v2),
+    PROC(cuStreamSynchronize), PROC(cuStreamQuery), PROC(cuEventCreate), PROC(cuEventDestroy_v2),
+    PROC(cuEventRecord), PROC(cuEventQuery), PROC(cuEventSynchronize), PROC(cuEventElapsedTime),
+    PROC(cuEventElapsedTime_v2), PROC(cuLaunchKernel), PROC(cuLaunchKernel_ptsz),
+    PROC(cuLaunchKernelEx), PROC(cuLaunchKernelEx_ptsz), PROC(cuLaunchCooperativeKernel),
+    PROC(cuLaunchCooperativeKernel_ptsz), PROC(cuGraphCreate), PROC(cuGraphAddKernelNode_v2),
+    PROC(cuGraphAddKernelNode), PROC(cuGraphInstantiateWithFlags), PROC(cuGraphLaunch),
+    PROC(cuGraphLaunch_ptsz), PROC(cuGraphExecDestroy), PROC(cuGraphDestroy),
+    {"cuGetProcAddress", NULL}, {"cuGetProcAddress_v2", NULL},
+};
+
+static void *proc_lookup(const char *name);
+
+EXPORT CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, cuuint64_t flags,
+                                    CUdriverProcAddressQueryResult *status) {
+    (void)ver;
+    char buf[128];
+    const char *suffixes[] = {(flags & 2) ? "_ptsz" : "", "_v3", "_v2", ""};
+    for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
+        snprintf(buf, sizeof buf, "%s%s", sym, suffixes[i]);
+        void *fn = proc_lookup(buf);
+        if (fn) {
+            *pfn = fn;
+            if (status) *status = 0;
+            return CUDA_SUCCESS;
+        }
+    }
+    *pfn = NULL;
+    if (status) *status = 1;
+    return CUDA_ERROR_NOT_FOUND;
+}
+EXPORT CUresult cuGetProcAddress(const char *sym, void **pfn, int ver, cuuint64_t flags) {
+    return cuGetProcAddress_v2(sym, pfn, ver, flags, NULL);
+}
+
+static void *proc_lookup(const char *name) {
+    if (strcmp(name, "cuGetProcAddress") == 0) return (void *)cuGetProcAddress;
+    if (strcmp(name, "cuGetProcAddress_v2") == 0) return (void *)cuGetProcAddress_v2;
+    for (size_t i = 0; i < sizeof procs / sizeof *procs; i++)
+        if (procs[i].fn && strcmp(procs[i].name, name) == 0) return procs[i].fn;
+    return NULL;
+}
