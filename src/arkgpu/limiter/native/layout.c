@@ -21,7 +21,7 @@ int main(void) {
     F(arkgpu_usage, magic); F(arkgpu_usage, version); F(arkgpu_usage, size); F(arkgpu_usage, lock);
     F(arkgpu_usage, used); F(arkgpu_usage, credit_ns); F(arkgpu_usage, refill_ns); F(arkgpu_usage, busy_ns);
     F(arkgpu_usage, reclaimed_bytes); F(arkgpu_usage, lock_recoveries); F(arkgpu_usage, procs);
-    F(arkgpu_usage, lat_head); F(arkgpu_usage, lat);
+    F(arkgpu_usage, lat_head); F(arkgpu_usage, lat_pad); F(arkgpu_usage, lat);
     printf("  \"sizeof.arkgpu_limits\": %zu,\n", sizeof(arkgpu_limits));
     printf("  \"sizeof.arkgpu_proc\": %zu,\n", sizeof(arkgpu_proc));
     printf("  \"sizeof.arkgpu_latency_entry\": %zu,\n", sizeof(arkgpu_latency_entry));

@@ -7,9 +7,8 @@
  * share x burst_us, each launch takes an estimate of its GPU time, and the
  * estimate is corrected by the busy time measured with a pair of events
  * recorded around the launch. A launch waits while the bucket is empty. Hard
- * mode never borrows; elastic mode launches anyway while the rest of the GPU
- * is idle (NVML utilisation minus the container's own measured busy time
- * leaves more than 5 points of the others' share unused), GaiaGPU's soft limit.
+ * mode never fills faster than the share; elastic mode fills faster while the
+ * GPU has idle time (see elastic_rate).
  */
 #include "limiter.h"
 
@@ -18,6 +17,7 @@
 #define PENDING 64
 #define ELASTIC_SAMPLE_NS 20000000ll
 #define ELASTIC_MARGIN_BP 500
+#define ELASTIC_STEP_BP 500
 
 typedef struct {
     CUevent start, end;
@@ -35,7 +35,7 @@ static struct {
     /* elastic mode: the last utilisation sample */
     int64_t sample_t[ARKGPU_MAX_DEVICES];
     uint64_t sample_busy[ARKGPU_MAX_DEVICES];
-    int idle_elsewhere[ARKGPU_MAX_DEVICES];
+    int64_t rate_bp[ARKGPU_MAX_DEVICES]; /* elastic fill rate */
 } pc = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static void sleep_ns(int64_t ns) {
@@ -48,6 +48,10 @@ static int64_t refill_locked(int dev, int64_t now, uint32_t share_bp, uint32_t b
     arkgpu_usage *u = arkgpu_st.usage;
     int64_t depth = (int64_t)burst_us * 1000 * share_bp / ARKGPU_SHARE_FULL;
     int64_t dt = now - u->refill_ns[dev];
+    if (u->refill_ns[dev] == 0) { /* a new bucket starts empty: no burst above the share */
+        u->refill_ns[dev] = now;
+        return u->credit_ns[dev];
+    }
     if (dt > 0) {
         int64_t c = u->credit_ns[dev] + (dt > 10000000000ll ? depth : dt * share_bp / ARKGPU_SHARE_FULL);
         u->credit_ns[dev] = c > depth ? depth : c;
@@ -56,10 +60,14 @@ static int64_t refill_locked(int dev, int64_t now, uint32_t share_bp, uint32_t b
     return u->credit_ns[dev];
 }
 
-/* Elastic: is the GPU time the others may use going unused? */
-static int others_idle(int dev, uint32_t share_bp, int64_t now) {
+/* Elastic: the rate this process fills the bucket at. It starts at the share;
+ * every ELASTIC_SAMPLE_NS it grows by a step while the GPU has idle time
+ * (NVML utilisation below 100% less a margin) and shrinks back towards the
+ * share while the GPU is full and the others get less than the rest of it
+ * (the container may be squeezing them), GaiaGPU's soft limit as a control loop. */
+static uint32_t elastic_rate(int dev, uint32_t share_bp, int64_t now) {
     real_calls *r = &arkgpu_st.real;
-    if (!r->nvmlDeviceGetUtilizationRates || !r->nvmlDeviceGetHandleByIndex_v2) return 0;
+    if (!r->nvmlDeviceGetUtilizationRates || !r->nvmlDeviceGetHandleByIndex_v2) return share_bp;
     pthread_mutex_lock(&pc.mu);
     if (now - pc.sample_t[dev] >= ELASTIC_SAMPLE_NS) {
         nvmlDevice_t h;
@@ -68,17 +76,23 @@ static int others_idle(int dev, uint32_t share_bp, int64_t now) {
         int ok = r->nvmlDeviceGetHandleByIndex_v2((unsigned)dev, &h) == NVML_SUCCESS &&
                  r->nvmlDeviceGetUtilizationRates(h, &util) == NVML_SUCCESS;
         uint64_t busy = __atomic_load_n(&arkgpu_st.usage->busy_ns[dev], __ATOMIC_RELAXED);
+        int64_t rate = pc.rate_bp[dev] < (int64_t)share_bp ? share_bp : pc.rate_bp[dev];
         if (ok && pc.sample_t[dev]) {
             int64_t own_bp = (int64_t)(busy - pc.sample_busy[dev]) * ARKGPU_SHARE_FULL / (now - pc.sample_t[dev]);
-            int64_t others_bp = (int64_t)util.gpu * 100 - own_bp;
-            pc.idle_elsewhere[dev] = others_bp < (int64_t)(ARKGPU_SHARE_FULL - share_bp) - ELASTIC_MARGIN_BP;
+            int64_t util_bp = (int64_t)util.gpu * 100, others_bp = util_bp - own_bp;
+            if (util_bp < ARKGPU_SHARE_FULL - ELASTIC_MARGIN_BP)
+                rate += ELASTIC_STEP_BP;
+            else if (others_bp < (int64_t)(ARKGPU_SHARE_FULL - share_bp) - ELASTIC_MARGIN_BP)
+                rate -= ELASTIC_STEP_BP;
         }
+        rate = rate > ARKGPU_SHARE_FULL ? ARKGPU_SHARE_FULL : (rate < (int64_t)share_bp ? share_bp : rate);
+        pc.rate_bp[dev] = rate;
         pc.sample_t[dev] = now;
         pc.sample_busy[dev] = busy;
     }
-    int idle = pc.idle_elsewhere[dev];
+    uint32_t rate = (uint32_t)(pc.rate_bp[dev] < (int64_t)share_bp ? share_bp : pc.rate_bp[dev]);
     pthread_mutex_unlock(&pc.mu);
-    return idle;
+    return rate;
 }
 
 /* Wait until the container may launch on dev. */
@@ -90,12 +104,11 @@ static void wait_for_share(int dev) {
         uint32_t burst = __atomic_load_n(&l->burst_us, __ATOMIC_RELAXED);
         if (share >= ARKGPU_SHARE_FULL) break;
         int64_t now = arkgpu_now_ns();
+        if (__atomic_load_n(&l->mode, __ATOMIC_RELAXED) == ARKGPU_MODE_ELASTIC) share = elastic_rate(dev, share, now);
         arkgpu_usage_lock();
         int64_t credit = refill_locked(dev, now, share, burst ? burst : 20000);
         arkgpu_usage_unlock();
         if (credit > 0) break;
-        int elastic = __atomic_load_n(&l->mode, __ATOMIC_RELAXED) == ARKGPU_MODE_ELASTIC;
-        if (elastic && others_idle(dev, share, now)) break;
         int64_t need = share ? (-credit + 1) * ARKGPU_SHARE_FULL / share : 5000000;
         need = need < 20000 ? 20000 : (need > 5000000 ? 5000000 : need);
         sleep_ns(need);

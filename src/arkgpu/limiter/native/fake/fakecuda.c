@@ -24,7 +24,7 @@ struct CUfunc_st { int64_t fixed_ns; };
 struct CUmod_st { int dummy; };
 struct CUctx_st { int dev; };
 struct CUevent_st { int64_t t; int recorded; };
-struct CUstream_st { CUevent pending; int dev; };
+struct CUstream_st { CUevent pending; int after_kernel; int64_t kernel_end; };
 struct CUgraph_st { int n; uint64_t ns[MAX_GRAPH_NODES]; };
 struct CUgraphExec_st { int n; uint64_t ns[MAX_GRAPH_NODES]; };
 struct CUgraphNode_st { int idx; };
@@ -290,6 +290,7 @@ EXPORT CUresult cuStreamDestroy_v2(CUstream s) { free(s); return CUDA_SUCCESS; }
 static void stream_settle(CUstream s) {
     pthread_mutex_lock(&g.mu);
     stream_of(s)->pending = NULL;
+    stream_of(s)->after_kernel = 0;
     pthread_mutex_unlock(&g.mu);
 }
 EXPORT CUresult cuStreamSynchronize(CUstream s) { stream_settle(s); return CUDA_SUCCESS; }
@@ -312,9 +313,11 @@ EXPORT CUresult cuEventDestroy_v2(CUevent e) {
 EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
     pthread_mutex_lock(&g.mu);
     CUstream st = stream_of(s);
-    e->t = fakegpu_now();
+    /* right after a kernel, the event completes when the kernel did */
+    e->t = st->after_kernel ? st->kernel_end : fakegpu_now();
     e->recorded = 1;
-    st->pending = e;
+    st->pending = st->after_kernel ? NULL : e;
+    st->after_kernel = 0;
     pthread_mutex_unlock(&g.mu);
     return CUDA_SUCCESS;
 }
@@ -340,10 +343,16 @@ static CUresult run_on_device(CUstream s, uint64_t ns) {
     CUstream st = stream_of(s);
     if (st->pending) st->pending->t = t0;
     st->pending = NULL;
+    st->after_kernel = 0;
     pthread_mutex_unlock(&g.mu);
     struct timespec until = {(time_t)((t0 + (int64_t)ns) / 1000000000), (long)((t0 + (int64_t)ns) % 1000000000)};
     while (ns && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR) {}
-    uint64_t busy = (uint64_t)(fakegpu_now() - t0);
+    int64_t t1 = fakegpu_now();
+    uint64_t busy = (uint64_t)(t1 - t0);
+    pthread_mutex_lock(&g.mu);
+    st->after_kernel = 1;
+    st->kernel_end = t1;
+    pthread_mutex_unlock(&g.mu);
     atomic_fetch_add(&g.st->dev[dev].busy_ns, busy);
     atomic_fetch_add(&g.proc_busy_ns, busy);
     atomic_fetch_add(&g.launches, 1);
