@@ -8,6 +8,8 @@
  *   launch PATH US    -> "ok" | "err CODE"
  *   procaddr NAME     -> "hook" when cuGetProcAddress returns the limiter's hook, else "real"
  *   hold MS           -> prints "holding", then holds the region lock for MS ms
+ *   attack PATH       -> tries to write PATH three ways: "open-rw:R mprotect:R mmap-rw:R",
+ *                        each R "allowed" or "denied"
  *   quit */
 #define MAX_ITEMS 65536
 
@@ -96,6 +98,18 @@ static void do_free(int id) {
         printf("err %d\n", r);
 }
 
+static void attack(const char *path) {
+    int fd = open(path, O_RDWR);
+    printf("open-rw:%s ", fd >= 0 ? "allowed" : "denied");
+    if (fd >= 0) close(fd);
+    fd = open(path, O_RDONLY);
+    void *p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+    printf("mprotect:%s ", p != MAP_FAILED && mprotect(p, 4096, PROT_READ | PROT_WRITE) == 0 ? "allowed" : "denied");
+    void *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    printf("mmap-rw:%s\n", w != MAP_FAILED ? "allowed" : "denied");
+    close(fd);
+}
+
 static int run_script(void) {
     char line[512], a[128];
     unsigned long long n;
@@ -141,6 +155,8 @@ static int run_script(void) {
             fflush(stdout);
             if (hold) hold((unsigned)n);
             printf(hold ? "released\n" : "err nohook\n");
+        } else if (sscanf(line, "attack %127s", a) == 1) {
+            attack(a);
         } else if (strncmp(line, "quit", 4) == 0) {
             return 0;
         } else {
