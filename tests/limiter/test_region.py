@@ -4,8 +4,15 @@ from pathlib import Path
 
 import pytest
 
-from arkgpu.limiter import Limits, Mode, create_region, read_limits, read_usage, write_limits
-from arkgpu.limiter import layout as L
+from arkgpu.limiter import (
+    Limits,
+    Mode,
+    create_region,
+    layout,
+    read_limits,
+    read_usage,
+    write_limits,
+)
 
 
 def test_limits_round_trip_and_update_in_place(tmp_path: Path) -> None:
@@ -27,7 +34,7 @@ def test_new_region_has_empty_usage(tmp_path: Path) -> None:
     """A fresh usage file has no processes, no memory and no latency samples."""
     usage = read_usage(create_region(tmp_path / "r", Limits((1 << 20,))))
     assert usage.processes == ()
-    assert usage.used_bytes == (0,) * L.MAX_DEVICES
+    assert usage.used_bytes == (0,) * layout.MAX_DEVICES
     assert usage.latency_head == 0
 
 
@@ -40,7 +47,9 @@ def test_new_region_has_empty_usage(tmp_path: Path) -> None:
         ({"memory_bytes": (1,), "burst_us": 0}, "burst_us"),
     ],
 )
-def test_bad_limits_are_refused_with_the_field_named(kwargs: dict[str, object], message: str) -> None:
+def test_bad_limits_are_refused_with_the_field_named(
+    kwargs: dict[str, object], message: str
+) -> None:
     """Out-of-range limits raise ValueError naming the field."""
     with pytest.raises(ValueError, match=message):
         Limits(**kwargs)  # type: ignore[arg-type]

@@ -21,8 +21,16 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("limiter", help="resource limiter: benchmark, inspect regions")
     sub = parser.add_subparsers(dest="limiter_command", required=True, metavar="ACTION")
     bench = sub.add_parser("bench", help="overhead and share accuracy on the fake GPU")
-    bench.add_argument("--json", nargs="?", const="-", metavar="PATH", help="write the report as JSON (- for stdout)")
-    bench.add_argument("--quick", action="store_true", help="short runs (a smoke test, not figures)")
+    bench.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="PATH",
+        help="write the report as JSON (- for stdout)",
+    )
+    bench.add_argument(
+        "--quick", action="store_true", help="short runs (a smoke test, not figures)"
+    )
     bench.add_argument("--seconds", type=float, help="length of each share run, s")
     bench.add_argument("--shares", help="comma-separated hard-mode shares, percent")
     bench.set_defaults(handler=bench_command)
@@ -81,6 +89,7 @@ def show_command(args: argparse.Namespace) -> int:
     for p in usage.processes:
         print(
             f"  pid {p.pid}: {p.total_bytes} B, busy {p.busy_ns / 1e6:.1f} ms, "
-            f"{p.launches} launches, throttled {p.throttled_ns / 1e6:.1f} ms, {p.oom_refusals} refusals"
+            f"{p.launches} launches, throttled {p.throttled_ns / 1e6:.1f} ms, "
+            f"{p.oom_refusals} refusals"
         )
     return 0

@@ -37,11 +37,13 @@ class LatencyReporter:
         handle = lib.arkgpu_client_open(os.fsencode(self.region_dir))
         if not handle:
             err = ctypes.get_errno()
-            raise OSError(err, f"{self.region_dir}/usage: cannot open the region ({os.strerror(err)})")
+            raise OSError(
+                err, f"{self.region_dir}/usage: cannot open the region ({os.strerror(err)})"
+            )
         self._handle: int | None = handle
 
     def report_ns(self, latency_ns: int, batch: int = 1) -> int:
-        """Report one latency in ns for a batch of ``batch`` requests; returns its sequence number."""
+        """Report one latency in ns for a batch of ``batch`` requests; returns its seq number."""
         if self._handle is None:
             raise ValueError("the reporter is closed")
         if latency_ns < 0 or batch < 0:
@@ -62,7 +64,10 @@ class LatencyReporter:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.close()
 

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from arkgpu.limiter import native
 from arkgpu.limiter.containers import FakeContainer, make_world_readable
@@ -72,7 +73,9 @@ class LoadResult:
         return (self.busy_at[j] - self.busy_at[i]) / (self.t_ns[j] - self.t_ns[i])
 
 
-def start_load(box: FakeContainer, seconds: float, kernel_us: float, path: str = "kernel") -> subprocess.Popen[str]:
+def start_load(
+    box: FakeContainer, seconds: float, kernel_us: float, path: str = "kernel"
+) -> subprocess.Popen[str]:
     """Start a process launching ``kernel_us`` kernels back to back."""
     return box.popen([str(native.cubench()), "load", str(seconds), str(kernel_us), path])
 
@@ -106,8 +109,12 @@ class Bench:
     def _timed(self, box: FakeContainer, mode: str, calls: int, preload: bool) -> float:
         out = subprocess.run(
             [str(native.cubench()), mode, str(calls)],
-            capture_output=True, text=True, env=box.env(preload=preload), user=box.user,
-            timeout=600, check=True,
+            capture_output=True,
+            text=True,
+            env=box.env(preload=preload),
+            user=box.user,
+            timeout=600,
+            check=True,
         )
         data = json.loads(out.stdout)
         return float(data["ns_per_call" if mode == "launch" else "ns_per_pair"])
@@ -119,7 +126,13 @@ class Bench:
         for _ in range(self.config.repeats):
             base = self._timed(box, mode, calls, preload=False)
             hooked = self._timed(box, mode, calls, preload=True)
-            diffs.append({"without_ns": base / per, "with_ns": hooked / per, "added_ns": (hooked - base) / per})
+            diffs.append(
+                {
+                    "without_ns": base / per,
+                    "with_ns": hooked / per,
+                    "added_ns": (hooked - base) / per,
+                }
+            )
         return {"median": statistics.median(d["added_ns"] for d in diffs), "cases": diffs}
 
     def shares(self) -> dict[str, object]:
@@ -129,15 +142,20 @@ class Bench:
             self.progress(f"share {share:g}% alone")
             alone = finish_load(start_load(self.container(share), cfg.seconds, cfg.kernel_us))
             self.progress(f"share {share:g}% beside a co-runner at {100 - share:g}%")
-            procs = [start_load(self.container(s), cfg.seconds, cfg.kernel_us) for s in (share, 100 - share)]
+            procs = [
+                start_load(self.container(s), cfg.seconds, cfg.kernel_us)
+                for s in (share, 100 - share)
+            ]
             mine, other = (finish_load(p) for p in procs)
-            cases.append({
-                "share_pct": share,
-                "alone_pct": 100 * alone.share,
-                "beside_pct": 100 * mine.share,
-                "corunner_share_pct": 100 - share,
-                "corunner_pct": 100 * other.share,
-            })
+            cases.append(
+                {
+                    "share_pct": share,
+                    "alone_pct": 100 * alone.share,
+                    "beside_pct": 100 * mine.share,
+                    "corunner_share_pct": 100 - share,
+                    "corunner_pct": 100 * other.share,
+                }
+            )
         errors = [abs(c[k] - c["share_pct"]) for c in cases for k in ("alone_pct", "beside_pct")]
         return {"max": max(errors), "cases": cases}
 
@@ -145,7 +163,9 @@ class Bench:
         """Elastic mode alone (uses the idle GPU) and beside a hard co-runner."""
         cfg, share = self.config, self.config.elastic_share
         self.progress(f"elastic {share:g}% alone and beside a hard co-runner")
-        alone = finish_load(start_load(self.container(share, Mode.ELASTIC), cfg.seconds, cfg.kernel_us))
+        alone = finish_load(
+            start_load(self.container(share, Mode.ELASTIC), cfg.seconds, cfg.kernel_us)
+        )
         procs = [
             start_load(self.container(share, Mode.ELASTIC), cfg.seconds, cfg.kernel_us),
             start_load(self.container(100 - share), cfg.seconds, cfg.kernel_us),
@@ -178,10 +198,17 @@ class Bench:
             if (achieved >= after - 5) if after > before else (achieved <= after + 5):
                 latency = (t - written) / 1e6
                 break
-        return {"from_pct": before, "to_pct": after, "latency_ms": latency, "window_ms": cfg.change_window_ms}
+        return {
+            "from_pct": before,
+            "to_pct": after,
+            "latency_ms": latency,
+            "window_ms": cfg.change_window_ms,
+        }
 
 
-def run_bench(config: BenchConfig, progress: Callable[[str], None] = lambda _: None) -> dict[str, object]:
+def run_bench(
+    config: BenchConfig, progress: Callable[[str], None] = lambda _: None
+) -> dict[str, object]:
     """Run every case and return the report (the ``--json`` document)."""
     with tempfile.TemporaryDirectory(prefix="arkgpu-bench-") as tmp:
         bench = Bench(config, Path(tmp), progress)
@@ -192,7 +219,7 @@ def run_bench(config: BenchConfig, progress: Callable[[str], None] = lambda _: N
         shares = bench.shares()
         elastic = bench.elastic()
         changes = [bench.change(a, b) for a, b in config.changes]
-    latencies = [c["latency_ms"] for c in changes]
+    latencies = [cast(float | None, c["latency_ms"]) for c in changes]
     return {
         "machine": "fake GPU (arkgpu fake libcuda.so.1), real processes",
         "kernel_us": config.kernel_us,
@@ -204,6 +231,8 @@ def run_bench(config: BenchConfig, progress: Callable[[str], None] = lambda _: N
         "share_error_pts_max": shares["max"],
         "share_cases": shares["cases"],
         "elastic": elastic,
-        "share_change_latency_ms": None if None in latencies else max(l for l in latencies if l is not None),
+        "share_change_latency_ms": None
+        if None in latencies
+        else max(x for x in latencies if x is not None),
         "share_change_cases": changes,
     }

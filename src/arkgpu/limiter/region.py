@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from arkgpu.limiter import layout as L
+from arkgpu.limiter import layout
 
 LIMITS_FILE = "limits"
 USAGE_FILE = "usage"
@@ -51,9 +51,9 @@ class Limits:
     def __post_init__(self) -> None:
         if not 0 <= self.share_pct <= 100:
             raise ValueError(f"share_pct must be within 0..100, got {self.share_pct}")
-        if len(self.memory_bytes) > L.MAX_DEVICES:
-            raise ValueError(f"at most {L.MAX_DEVICES} devices, got {len(self.memory_bytes)}")
-        if any(b is not None and not 0 <= b < L.MEM_UNLIMITED for b in self.memory_bytes):
+        if len(self.memory_bytes) > layout.MAX_DEVICES:
+            raise ValueError(f"at most {layout.MAX_DEVICES} devices, got {len(self.memory_bytes)}")
+        if any(b is not None and not 0 <= b < layout.MEM_UNLIMITED for b in self.memory_bytes):
             raise ValueError(f"memory caps must be non-negative bytes: {self.memory_bytes}")
         if not 0 < self.burst_us < 2**32:
             raise ValueError(f"burst_us must be positive, got {self.burst_us}")
@@ -101,16 +101,16 @@ class LatencySample:
     batch: int
 
 
-def _limits_struct(limits: Limits, generation: int) -> L.LimitsStruct:
-    s = L.LimitsStruct()
-    s.magic, s.version, s.size = L.LIMITS_MAGIC, L.LAYOUT_VERSION, ctypes.sizeof(s)
+def _limits_struct(limits: Limits, generation: int) -> layout.LimitsStruct:
+    s = layout.LimitsStruct()
+    s.magic, s.version, s.size = layout.LIMITS_MAGIC, layout.LAYOUT_VERSION, ctypes.sizeof(s)
     s.generation = generation
-    s.mode = L.MODE_ELASTIC if limits.mode is Mode.ELASTIC else L.MODE_HARD
-    s.share_bp = round(limits.share_pct * L.SHARE_FULL / 100)
+    s.mode = layout.MODE_ELASTIC if limits.mode is Mode.ELASTIC else layout.MODE_HARD
+    s.share_bp = round(limits.share_pct * layout.SHARE_FULL / 100)
     s.num_devices = len(limits.memory_bytes)
     s.burst_us = limits.burst_us
     for i, cap in enumerate(limits.memory_bytes):
-        s.mem_limit[i] = L.MEM_UNLIMITED if cap is None else cap
+        s.mem_limit[i] = layout.MEM_UNLIMITED if cap is None else cap
     return s
 
 
@@ -152,21 +152,25 @@ def create_region(
     """
     directory.mkdir(parents=True, exist_ok=True)
     _write_new(directory / LIMITS_FILE, bytes(_limits_struct(limits, 0)), 0o644, None)
-    usage = L.UsageStruct()
-    usage.magic, usage.version, usage.size = L.USAGE_MAGIC, L.LAYOUT_VERSION, ctypes.sizeof(usage)
+    usage = layout.UsageStruct()
+    usage.magic, usage.version, usage.size = (
+        layout.USAGE_MAGIC,
+        layout.LAYOUT_VERSION,
+        ctypes.sizeof(usage),
+    )
     path = directory / USAGE_FILE
     _write_new(path, bytes(usage), 0o600 if container_owner else 0o666, container_owner)
     with path.open("r+b") as f, mmap.mmap(f.fileno(), 0) as m:
-        _init_robust_mutex(m, L.UsageStruct.lock.offset)
+        _init_robust_mutex(m, layout.UsageStruct.lock.offset)
     return directory
 
 
 def write_limits(directory: Path, limits: Limits) -> None:
     """Change a running container's limits in place (seqlock: odd while writing)."""
     path = directory / LIMITS_FILE
-    gen_off = L.LimitsStruct.generation.offset
+    gen_off = layout.LimitsStruct.generation.offset
     with _open_for_update(path) as f, mmap.mmap(f.fileno(), 0) as m:
-        _check(m, L.LIMITS_MAGIC, path)
+        _check(m, layout.LIMITS_MAGIC, path)
         (generation,) = struct.unpack_from("<Q", m, gen_off)
         struct.pack_into("<Q", m, gen_off, generation + 1)
         new = bytes(_limits_struct(limits, generation + 1))
@@ -190,30 +194,35 @@ def _open_for_update(path: Path) -> BinaryIO:
 
 def _check(buffer: bytes | mmap.mmap, magic: int, path: Path) -> None:
     found, version = struct.unpack_from("<QI", buffer, 0)
-    if found != magic or version != L.LAYOUT_VERSION:
-        raise ValueError(f"{path}: not an ArkGPU region file of layout {L.LAYOUT_VERSION}")
+    if found != magic or version != layout.LAYOUT_VERSION:
+        raise ValueError(f"{path}: not an ArkGPU region file of layout {layout.LAYOUT_VERSION}")
 
 
 def read_limits(directory: Path) -> Limits:
     """The container's current limits."""
     path = directory / LIMITS_FILE
     data = path.read_bytes()
-    _check(data, L.LIMITS_MAGIC, path)
-    s = L.LimitsStruct.from_buffer_copy(data)
-    caps = tuple(None if c == L.MEM_UNLIMITED else int(c) for c in s.mem_limit[: s.num_devices])
-    mode = Mode.ELASTIC if s.mode == L.MODE_ELASTIC else Mode.HARD
-    return Limits(caps, s.share_bp * 100 / L.SHARE_FULL, mode, int(s.burst_us))
+    _check(data, layout.LIMITS_MAGIC, path)
+    s = layout.LimitsStruct.from_buffer_copy(data)
+    caps = tuple(
+        None if c == layout.MEM_UNLIMITED else int(c) for c in s.mem_limit[: s.num_devices]
+    )
+    mode = Mode.ELASTIC if s.mode == layout.MODE_ELASTIC else Mode.HARD
+    return Limits(caps, s.share_bp * 100 / layout.SHARE_FULL, mode, int(s.burst_us))
 
 
-def _read_usage_struct(directory: Path) -> L.UsageStruct:
+def _read_usage_struct(directory: Path) -> layout.UsageStruct:
     path = directory / USAGE_FILE
     data = path.read_bytes()
-    _check(data, L.USAGE_MAGIC, path)
-    return L.UsageStruct.from_buffer_copy(data)
+    _check(data, layout.USAGE_MAGIC, path)
+    return layout.UsageStruct.from_buffer_copy(data)
 
 
-def _process(p: L.ProcStruct) -> ProcessUsage:
-    kinds = {k: tuple(int(p.bytes[d][i]) for d in range(L.MAX_DEVICES)) for i, k in enumerate(L.KINDS)}
+def _process(p: layout.ProcStruct) -> ProcessUsage:
+    kinds = {
+        k: tuple(int(p.bytes[d][i]) for d in range(layout.MAX_DEVICES))
+        for i, k in enumerate(layout.KINDS)
+    }
     return ProcessUsage(
         int(p.pid), kinds, int(p.busy_ns), int(p.launches), int(p.throttled_ns), int(p.oom_refusals)
     )
@@ -240,10 +249,10 @@ def read_latencies(directory: Path, after_seq: int = 0) -> list[LatencySample]:
     """
     u = _read_usage_struct(directory)
     head = int(u.lat_head)
-    first = max(after_seq, head - L.LATENCY_SLOTS)
+    first = max(after_seq, head - layout.LATENCY_SLOTS)
     out = []
     for ticket in range(first, head):
-        e = u.lat[ticket % L.LATENCY_SLOTS]
+        e = u.lat[ticket % layout.LATENCY_SLOTS]
         if e.seq == ticket + 1:
             out.append(LatencySample(int(e.seq), int(e.t_ns), int(e.latency_ns), int(e.batch)))
     return out

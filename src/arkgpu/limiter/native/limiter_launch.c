@@ -184,6 +184,12 @@ static CUresult gate_leave(gate *g, CUstream s, CUresult launched) {
     if (launched != CUDA_SUCCESS || !end || pc.tail - pc.head >= PENDING) {
         pc.pool[pc.npool++] = g->start;
         if (end) pc.pool[pc.npool++] = end;
+        if (launched == CUDA_SUCCESS) { /* too many in flight to measure: charge the estimate */
+            arkgpu_usage_lock();
+            arkgpu_st.usage->credit_ns[g->dev] -= pc.est_ns;
+            arkgpu_usage_unlock();
+            harvest_locked();
+        }
         pthread_mutex_unlock(&pc.mu);
         return launched;
     }
