@@ -156,6 +156,7 @@ def test_a_killed_process_memory_is_reclaimed_within_a_second(
     assert victim.ask(f"alloc vmm {6 * MiB}").startswith("ok")
     assert survivor.ask(f"alloc alloc {3 * MiB}").startswith("ok")
     assert used(box) == 9 * MiB
+    assert all(p.alive for p in read_usage(box.region).processes)
     os.kill(victim.proc.pid, signal.SIGKILL)
     wait_until(lambda: used(box) == 3 * MiB, timeout=1.0)
     assert read_usage(box.region).reclaimed_bytes == 6 * MiB
@@ -179,3 +180,21 @@ def test_a_process_killed_while_holding_the_lock_blocks_no_one(
     usage = read_usage(box.region)
     assert usage.lock_recoveries == 1
     assert usage.used_bytes[0] == 9 * MiB
+
+
+def test_memory_of_a_process_that_exited_is_reclaimed_by_the_next_one(
+    make_container: Callable[..., FakeContainer], probes: Callable[..., Probe]
+) -> None:
+    """A process that exits holding memory with no other process left stays
+    in the region marked not alive; the next process of the container takes
+    its bytes back when it attaches."""
+    box = make_container(Limits((4 * MiB,)))
+    first = probes(box)
+    assert first.ask(f"alloc managed {3 * MiB}").startswith("ok")
+    first.close()
+    (gone,) = read_usage(box.region).processes
+    assert not gone.alive
+    assert gone.total_bytes == 3 * MiB
+    second = probes(box)
+    assert second.ask(f"alloc managed {4 * MiB}").startswith("ok")
+    assert read_usage(box.region).reclaimed_bytes == 3 * MiB

@@ -8,7 +8,7 @@ with and without the interception library. Figures:
 - ``memcall_overhead_ns``: the same per memory call (cuMemAlloc + cuMemFree pairs, halved).
 - ``share_error_pts_max``: the largest |achieved busy share - share| in
   percentage points over hard-mode shares, alone and beside a busy co-runner
-  container whose share is the rest of the GPU.
+  container whose share is the rest of the GPU (the co-runner's error counts too).
 - ``share_change_latency_ms``: the longest time from writing a new share into
   the region until the busy share over the trailing window is within 5 points
   of it.
@@ -157,6 +157,7 @@ class Bench:
                 }
             )
         errors = [abs(c[k] - c["share_pct"]) for c in cases for k in ("alone_pct", "beside_pct")]
+        errors += [abs(c["corunner_pct"] - c["corunner_share_pct"]) for c in cases]
         return {"max": max(errors), "cases": cases}
 
     def elastic(self) -> dict[str, object]:

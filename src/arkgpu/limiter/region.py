@@ -70,6 +70,8 @@ class ProcessUsage:
     launches: int
     throttled_ns: int
     oom_refusals: int
+    alive: bool
+    """The process still runs (judged from /proc: valid in the container's pid namespace)."""
 
     @property
     def total_bytes(self) -> int:
@@ -218,13 +220,29 @@ def _read_usage_struct(directory: Path) -> layout.UsageStruct:
     return layout.UsageStruct.from_buffer_copy(data)
 
 
+def _start_ticks(pid: int) -> int:
+    """Field 22 of /proc/<pid>/stat (start time), 0 for a gone or zombie process."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    fields = stat_line[stat_line.rindex(")") + 2 :].split()
+    return 0 if fields[0] in ("Z", "X") else int(fields[19])
+
+
 def _process(p: layout.ProcStruct) -> ProcessUsage:
     kinds = {
         k: tuple(int(p.bytes[d][i]) for d in range(layout.MAX_DEVICES))
         for i, k in enumerate(layout.KINDS)
     }
     return ProcessUsage(
-        int(p.pid), kinds, int(p.busy_ns), int(p.launches), int(p.throttled_ns), int(p.oom_refusals)
+        int(p.pid),
+        kinds,
+        int(p.busy_ns),
+        int(p.launches),
+        int(p.throttled_ns),
+        int(p.oom_refusals),
+        alive=_start_ticks(int(p.pid)) == p.start_ticks,
     )
 
 

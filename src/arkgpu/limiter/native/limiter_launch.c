@@ -29,7 +29,7 @@ static struct {
     pthread_mutex_t mu;
     pending_launch q[PENDING];
     unsigned head, tail; /* q[head..tail) are in flight */
-    CUevent pool[2 * PENDING];
+    CUevent pool[2 * PENDING + 4]; /* every event ever created fits */
     int npool;
     int64_t est_ns; /* moving average of measured launch busy time */
     /* elastic mode: the last utilisation sample */

@@ -123,12 +123,17 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w, size
     CUresult r = reserve(dev, ARKGPU_KIND_ALLOC, bytes);
     if (r != CUDA_SUCCESS) return r;
     r = REAL(cuMemAllocPitch_v2)(p, pitch, w, h, eb);
-    if (r == CUDA_SUCCESS && (uint64_t)*pitch * h != bytes) { /* settle at the real size */
-        uint64_t real = (uint64_t)*pitch * h;
-        if (real < bytes) unreserve(dev, ARKGPU_KIND_ALLOC, bytes - real);
-        bytes = real < bytes ? real : bytes;
+    uint64_t real = r == CUDA_SUCCESS ? (uint64_t)*pitch * h : bytes;
+    if (real < bytes) { /* settle at the driver's size */
+        unreserve(dev, ARKGPU_KIND_ALLOC, bytes - real);
+    } else if (real > bytes) { /* a wider pitch than reserved: reserve the rest or undo */
+        if (reserve(dev, ARKGPU_KIND_ALLOC, real - bytes) != CUDA_SUCCESS) {
+            REAL(cuMemFree_v2)(*p);
+            unreserve(dev, ARKGPU_KIND_ALLOC, bytes);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
     }
-    return settle(r, &arkgpu_st.ptrs, *p, bytes, dev, ARKGPU_KIND_ALLOC);
+    return settle(r, &arkgpu_st.ptrs, *p, r == CUDA_SUCCESS ? real : bytes, dev, ARKGPU_KIND_ALLOC);
 }
 
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned flags) {
