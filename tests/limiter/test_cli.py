@@ -13,7 +13,7 @@ from arkgpu.limiter import Limits, create_region
 
 def test_bench_writes_every_figure_with_its_cases(tmp_path: Path) -> None:
     """A short bench run writes the issue's four figures, each beside its
-    per-case values, with finite numbers."""
+    per-case values, with finite numbers, and the plot."""
     out = tmp_path / "bench.json"
     code = main(
         ["limiter", "bench", "--quick", "--shares", "40", "--seconds", "0.3", "--json", str(out)]

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from arkgpu.limiter.benchmarking import BenchConfig, run_bench
+from arkgpu.limiter.benchmarking import BenchConfig, plot_report, run_bench
 from arkgpu.limiter.region import read_limits, read_usage
 
 QUICK = BenchConfig(
@@ -31,6 +31,7 @@ def register(subparsers: Any) -> None:
     bench.add_argument(
         "--quick", action="store_true", help="short runs (a smoke test, not figures)"
     )
+    bench.add_argument("--plot", type=Path, metavar="PNG", help="plot achieved against set share")
     bench.add_argument("--seconds", type=float, help="length of each share run, s")
     bench.add_argument("--shares", help="comma-separated hard-mode shares, percent")
     bench.set_defaults(handler=bench_command)
@@ -73,6 +74,8 @@ def bench_command(args: argparse.Namespace) -> int:
         f" (co-runner {el['corunner_pct']:.2f}%)"  # type: ignore[index]
     )
     print(f"share change latency: max {report['share_change_latency_ms']} ms")
+    if args.plot:
+        plot_report(report, args.plot)
     if args.json == "-":
         json.dump(report, sys.stdout, indent=2)
         print()

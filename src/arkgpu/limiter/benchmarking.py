@@ -25,7 +25,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
+
+from matplotlib.figure import Figure
 
 from arkgpu.limiter import native
 from arkgpu.limiter.containers import FakeContainer, make_world_readable
@@ -237,3 +239,26 @@ def run_bench(
         else max(x for x in latencies if x is not None),
         "share_change_cases": changes,
     }
+
+
+def plot_report(report: dict[str, Any], path: Path) -> None:
+    """Achieved against set share, alone and beside a co-runner, as a PNG."""
+    cases = report["share_cases"]
+    shares = [c["share_pct"] for c in cases]
+    fig = Figure(figsize=(5, 4))
+    ax = fig.subplots()
+    ax.plot([0, 100], [0, 100], color="grey", linewidth=0.8, label="target")
+    ax.plot(shares, [c["alone_pct"] for c in cases], "o", label="alone")
+    ax.plot(shares, [c["beside_pct"] for c in cases], "x", label="beside a busy co-runner")
+    ax.plot(
+        [c["corunner_share_pct"] for c in cases],
+        [c["corunner_pct"] for c in cases],
+        "+",
+        label="the co-runner",
+    )
+    ax.set_xlabel("compute share set (%)")
+    ax.set_ylabel("achieved busy share (%)")
+    ax.set_title(f"hard mode on the fake GPU, max error {report['share_error_pts_max']:.2f} pts")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)

@@ -47,6 +47,7 @@ typedef struct {
     CUresult (*cuEventRecord)(CUevent, CUstream);
     CUresult (*cuEventQuery)(CUevent);
     CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
+    CUresult (*cuStreamIsCapturing)(CUstream, int *);
     nvmlReturn_t (*nvmlInit_v2)(void);
     nvmlReturn_t (*nvmlDeviceGetIndex)(nvmlDevice_t, unsigned *);
     nvmlReturn_t (*nvmlDeviceGetHandleByIndex_v2)(unsigned, nvmlDevice_t *);

@@ -225,6 +225,7 @@ static void resolve_real(void) {
         *(void **)&r->cuEventRecord = real_dlsym(cuda, "cuEventRecord");
         *(void **)&r->cuEventQuery = real_dlsym(cuda, "cuEventQuery");
         *(void **)&r->cuEventElapsedTime = real_dlsym(cuda, "cuEventElapsedTime");
+        *(void **)&r->cuStreamIsCapturing = real_dlsym(cuda, "cuStreamIsCapturing");
     }
     if (nvml) {
         *(void **)&r->nvmlInit_v2 = real_dlsym(nvml, "nvmlInit_v2");

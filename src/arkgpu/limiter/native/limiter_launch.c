@@ -129,9 +129,12 @@ static void harvest_locked(void) {
     real_calls *r = &arkgpu_st.real;
     while (pc.head != pc.tail) {
         pending_launch *p = &pc.q[pc.head % PENDING];
-        if (r->cuEventQuery(p->end) != CUDA_SUCCESS) break;
+        CUresult q = r->cuEventQuery(p->end);
+        if (q == CUDA_ERROR_NOT_READY) break; /* other errors: charge the estimate below */
         float ms = 0;
-        int64_t busy = r->cuEventElapsedTime(&ms, p->start, p->end) == CUDA_SUCCESS ? (int64_t)(ms * 1e6) : p->est_ns;
+        int64_t busy = q == CUDA_SUCCESS && r->cuEventElapsedTime(&ms, p->start, p->end) == CUDA_SUCCESS
+                           ? (int64_t)(ms * 1e6)
+                           : p->est_ns;
         busy = busy < 0 ? 0 : busy;
         arkgpu_usage *u = arkgpu_st.usage;
         int elastic = __atomic_load_n(&arkgpu_st.limits->mode, __ATOMIC_RELAXED) == ARKGPU_MODE_ELASTIC;
@@ -164,6 +167,9 @@ static CUresult gate_enter(gate *g, CUstream s) {
         return CUDA_SUCCESS;
     real_calls *r = &arkgpu_st.real;
     if (!r->cuEventRecord || !r->cuEventQuery || !r->cuEventElapsedTime) return CUDA_SUCCESS;
+    int capturing = 0; /* a launch into a graph being captured runs later, with cuGraphLaunch */
+    if (r->cuStreamIsCapturing && r->cuStreamIsCapturing(s, &capturing) == CUDA_SUCCESS && capturing)
+        return CUDA_SUCCESS;
     g->dev = arkgpu_current_device();
     if (g->dev < 0 || g->dev >= ARKGPU_MAX_DEVICES) return CUDA_SUCCESS;
     wait_for_share(g->dev);

@@ -295,6 +295,11 @@ static void stream_settle(CUstream s) {
 }
 EXPORT CUresult cuStreamSynchronize(CUstream s) { stream_settle(s); return CUDA_SUCCESS; }
 EXPORT CUresult cuStreamQuery(CUstream s) { (void)s; return CUDA_SUCCESS; }
+EXPORT CUresult cuStreamIsCapturing(CUstream s, int *status) {
+    (void)s;
+    *status = 0; /* the fake never captures */
+    return CUDA_SUCCESS;
+}
 EXPORT CUresult cuEventCreate(CUevent *e, unsigned flags) {
     (void)flags;
     *e = calloc(1, sizeof **e);
@@ -448,7 +453,7 @@ static const struct { const char *name; void *fn; } procs[] = {
     PROC(cuArray3DCreate_v2), PROC(cuMipmappedArrayCreate), PROC(cuArrayDestroy),
     PROC(cuMipmappedArrayDestroy), PROC(cuModuleLoadData), PROC(cuModuleLoad), PROC(cuModuleUnload),
     PROC(cuModuleGetFunction), PROC(cuStreamCreate), PROC(cuStreamDestroy_v2),
-    PROC(cuStreamSynchronize), PROC(cuStreamQuery), PROC(cuEventCreate), PROC(cuEventDestroy_v2),
+    PROC(cuStreamSynchronize), PROC(cuStreamQuery), PROC(cuStreamIsCapturing), PROC(cuEventCreate), PROC(cuEventDestroy_v2),
     PROC(cuEventRecord), PROC(cuEventQuery), PROC(cuEventSynchronize), PROC(cuEventElapsedTime),
     PROC(cuEventElapsedTime_v2), PROC(cuLaunchKernel), PROC(cuLaunchKernel_ptsz),
     PROC(cuLaunchKernelEx), PROC(cuLaunchKernelEx_ptsz), PROC(cuLaunchCooperativeKernel),
