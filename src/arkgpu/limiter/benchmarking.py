@@ -48,7 +48,7 @@ class BenchConfig:
     """Launches per timed overhead run (seven runs, median)."""
     mem_calls: int = 100_000
     """Allocate/free pairs per timed overhead run (seven runs, median)."""
-    repeats: int = 3
+    repeats: int = 5
     """Alternating with/without-library overhead pairs."""
     changes: tuple[tuple[float, float], ...] = ((20.0, 80.0), (80.0, 20.0))
     """Share changes (from, to) timed, percent."""

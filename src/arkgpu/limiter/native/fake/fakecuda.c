@@ -10,46 +10,10 @@
  * Memory is accounted per process against FAKEGPU_MEM_MIB; pointers are
  * virtual addresses that are never dereferenced.
  */
-#define _GNU_SOURCE
-#include <stdio.h>
+#include "fakecuda.h"
 
-#include "../cuda_abi.h"
-#include "../ptrmap.h"
-#include "fakegpu_state.h"
-
-#define EXPORT __attribute__((visibility("default")))
-#define MAX_GRAPH_NODES 256
-
-struct CUfunc_st { int64_t fixed_ns; };
-struct CUmod_st { int dummy; };
-struct CUctx_st { int dev; };
-struct CUevent_st { int64_t t; int recorded; };
-struct CUstream_st { CUevent pending; int after_kernel; int64_t kernel_end; };
-struct CUgraph_st { int n; uint64_t ns[MAX_GRAPH_NODES]; };
-struct CUgraphExec_st { int n; uint64_t ns[MAX_GRAPH_NODES]; };
-struct CUgraphNode_st { int idx; };
-struct CUarray_st { uint64_t bytes; };
-struct CUmipmappedArray_st { uint64_t bytes; };
-struct CUmemPoolHandle_st { int dev; };
-
-static struct {
-    pthread_once_t once;
-    pthread_mutex_t mu; /* guards everything below */
-    fakegpu_state *st;
-    unsigned ndev;
-    unsigned long long total;
-    unsigned long long used[FAKEGPU_MAX_DEVICES];
-    uint64_t next_addr;
-    uint64_t next_handle;
-    ptrmap allocs; /* address or handle -> bytes, device */
-    struct CUctx_st primary[FAKEGPU_MAX_DEVICES];
-    struct CUstream_st null_stream;
-    struct CUmemPoolHandle_st pools[FAKEGPU_MAX_DEVICES];
-    _Atomic uint64_t proc_busy_ns;
-    _Atomic uint64_t launches;
-} g = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
-
-static __thread CUcontext tls_ctx;
+fake_process g = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
+__thread CUcontext tls_ctx;
 
 static void init_once(void) {
     g.st = fakegpu_attach();
@@ -61,8 +25,8 @@ static void init_once(void) {
     for (unsigned i = 0; i < FAKEGPU_MAX_DEVICES; i++) g.pools[i].dev = (int)i;
 }
 
-static int cur_dev(void) { return tls_ctx ? tls_ctx->dev : 0; }
-static int ready(void) {
+int fake_cur_dev(void) { return tls_ctx ? tls_ctx->dev : 0; }
+int fake_ready(void) {
     pthread_once(&g.once, init_once);
     return g.st != NULL;
 }
@@ -70,12 +34,12 @@ static int ready(void) {
 /* ---- initialisation, devices, contexts ---- */
 EXPORT CUresult cuInit(unsigned flags) {
     (void)flags;
-    return ready() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+    return fake_ready() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 EXPORT CUresult cuDriverGetVersion(int *v) { *v = 12040; return CUDA_SUCCESS; }
-EXPORT CUresult cuDeviceGetCount(int *n) { ready(); *n = (int)g.ndev; return CUDA_SUCCESS; }
+EXPORT CUresult cuDeviceGetCount(int *n) { fake_ready(); *n = (int)g.ndev; return CUDA_SUCCESS; }
 EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
-    ready();
+    fake_ready();
     if (ordinal < 0 || (unsigned)ordinal >= g.ndev) return CUDA_ERROR_INVALID_DEVICE;
     *d = ordinal;
     return CUDA_SUCCESS;
@@ -86,7 +50,7 @@ EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
 }
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
     (void)d;
-    ready();
+    fake_ready();
     *bytes = g.total;
     return CUDA_SUCCESS;
 }
@@ -96,7 +60,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
-    ready();
+    fake_ready();
     if (d < 0 || (unsigned)d >= g.ndev) return CUDA_ERROR_INVALID_DEVICE;
     *c = &g.primary[d];
     return CUDA_SUCCESS;
@@ -124,127 +88,6 @@ EXPORT CUresult cuGetErrorString(CUresult e, const char **s) {
     *s = e == CUDA_SUCCESS ? "no error" : e == CUDA_ERROR_OUT_OF_MEMORY ? "out of memory" : "error";
     return CUDA_SUCCESS;
 }
-
-/* ---- memory ---- */
-/* Account bytes on dev under key (0: a fresh address; 1: a fresh handle). */
-static CUresult mem_take(uint64_t bytes, int dev, uint64_t key, unsigned long long *out) {
-    if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!tls_ctx) return CUDA_ERROR_INVALID_CONTEXT;
-    if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&g.mu);
-    CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
-    if (g.used[dev] + bytes <= g.total) {
-        if (key == 0) {
-            key = g.next_addr;
-            g.next_addr += (bytes + 0xfffff) & ~0xfffffull;
-        } else if (key == 1) {
-            key = g.next_handle++;
-        }
-        if (ptrmap_put(&g.allocs, key, bytes, (uint64_t)dev) == 0) {
-            g.used[dev] += bytes;
-            *out = key;
-            r = CUDA_SUCCESS;
-        }
-    }
-    pthread_mutex_unlock(&g.mu);
-    return r;
-}
-
-static CUresult mem_give(uint64_t key) {
-    uint64_t bytes, dev;
-    pthread_mutex_lock(&g.mu);
-    int r = ptrmap_take(&g.allocs, key, &bytes, &dev);
-    if (r == 0) g.used[dev] -= bytes;
-    pthread_mutex_unlock(&g.mu);
-    return r == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { return mem_take(n, cur_dev(), 0, p); }
-EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w, size_t h, unsigned eb) {
-    (void)eb;
-    *pitch = (w + 511) & ~(size_t)511;
-    return mem_take(*pitch * h, cur_dev(), 0, p);
-}
-EXPORT CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned flags) {
-    (void)flags;
-    return mem_take(n, cur_dev(), 0, p);
-}
-EXPORT CUresult cuMemFree_v2(CUdeviceptr p) { return mem_give(p); }
-EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *prop,
-                            unsigned long long flags) {
-    (void)flags;
-    int dev = prop ? prop->location.id : 0;
-    if (dev < 0 || (unsigned)dev >= g.ndev) return CUDA_ERROR_INVALID_DEVICE;
-    return mem_take(n, dev, 1, h);
-}
-EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) { return mem_give(h); }
-EXPORT CUresult cuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s) {
-    (void)s;
-    return mem_take(n, cur_dev(), 0, p);
-}
-EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s) {
-    (void)s;
-    return mem_take(n, pool ? pool->dev : cur_dev(), 0, p);
-}
-EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { (void)s; return mem_give(p); }
-EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d) {
-    ready();
-    *pool = &g.pools[d];
-    return CUDA_SUCCESS;
-}
-EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
-    if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    pthread_mutex_lock(&g.mu);
-    *free_b = g.total - g.used[cur_dev()];
-    *total_b = g.total;
-    pthread_mutex_unlock(&g.mu);
-    return CUDA_SUCCESS;
-}
-
-static uint64_t elem_bytes(CUarray_format f) {
-    switch (f) {
-    case CU_AD_FORMAT_UNSIGNED_INT8: case CU_AD_FORMAT_SIGNED_INT8: return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16: case CU_AD_FORMAT_SIGNED_INT16: case CU_AD_FORMAT_HALF: return 2;
-    default: return 4;
-    }
-}
-
-static CUresult array_new(void **out, size_t w, size_t h, size_t d, CUarray_format f, unsigned ch,
-                          unsigned levels) {
-    uint64_t bytes = 0;
-    for (unsigned l = 0; l < (levels ? levels : 1); l++) {
-        size_t lw = w >> l ? w >> l : 1, lh = h >> l ? h >> l : 1, ld = d >> l ? d >> l : 1;
-        bytes += (uint64_t)lw * (h ? lh : 1) * (d ? ld : 1) * ch * elem_bytes(f);
-    }
-    struct CUarray_st *a = malloc(sizeof *a);
-    if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
-    a->bytes = bytes;
-    unsigned long long key;
-    CUresult r = mem_take(bytes, cur_dev(), (uint64_t)(uintptr_t)a, &key);
-    if (r != CUDA_SUCCESS) {
-        free(a);
-        return r;
-    }
-    *out = a;
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuArrayCreate_v2(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d) {
-    return array_new((void **)a, d->Width, d->Height, 0, d->Format, d->NumChannels, 1);
-}
-EXPORT CUresult cuArray3DCreate_v2(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR *d) {
-    return array_new((void **)a, d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1);
-}
-EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *a, const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels) {
-    return array_new((void **)a, d->Width, d->Height, d->Depth, d->Format, d->NumChannels, levels);
-}
-static CUresult array_free(void *a) {
-    CUresult r = mem_give((uint64_t)(uintptr_t)a);
-    if (r == CUDA_SUCCESS) free(a);
-    return r;
-}
-EXPORT CUresult cuArrayDestroy(CUarray a) { return array_free(a); }
-EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) { return array_free(a); }
 
 /* ---- modules and kernels ---- */
 EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
@@ -339,9 +182,9 @@ EXPORT CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) { return 
 
 /* ---- execution ---- */
 static CUresult run_on_device(CUstream s, uint64_t ns) {
-    if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!fake_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     if (!tls_ctx) return CUDA_ERROR_INVALID_CONTEXT;
-    int dev = cur_dev();
+    int dev = fake_cur_dev();
     fakegpu_acquire(g.st, dev);
     int64_t t0 = fakegpu_now();
     pthread_mutex_lock(&g.mu);
