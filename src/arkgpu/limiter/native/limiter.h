@@ -61,7 +61,7 @@ typedef struct {
     const arkgpu_limits *limits;
     arkgpu_usage *usage;
     arkgpu_proc *me;
-    pthread_mutex_t mu; /* guards ptrs, handles */
+    atomic_flag map_busy; /* spinlock guarding ptrs, handles */
     ptrmap ptrs;        /* device pointer or array -> bytes, device << 8 | kind */
     ptrmap handles;     /* cuMemCreate handle -> bytes, device << 8 | kind */
     real_calls real;

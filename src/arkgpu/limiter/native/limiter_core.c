@@ -25,7 +25,7 @@
 
 limiter_state arkgpu_st = {
     .init_mu = PTHREAD_MUTEX_INITIALIZER,
-    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .map_busy = ATOMIC_FLAG_INIT,
     .hooks = {
 #define X(n) [H_##n] = {#n, (void *)n, NULL},
         ARKGPU_CUDA_HOOKS(X) ARKGPU_NVML_HOOKS(X)
@@ -239,7 +239,7 @@ static void resolve_real(void) {
 static void after_fork_child(void) {
     atomic_store(&arkgpu_st.inited, 0);
     pthread_mutex_init(&arkgpu_st.init_mu, NULL);
-    pthread_mutex_init(&arkgpu_st.mu, NULL);
+    atomic_flag_clear(&arkgpu_st.map_busy);
     ptrmap_clear(&arkgpu_st.ptrs);
     ptrmap_clear(&arkgpu_st.handles);
     arkgpu_st.me = NULL;

@@ -7,6 +7,8 @@
  */
 #include "limiter.h"
 
+#include <sched.h>
+
 static CUresult reserve(int dev, int kind, uint64_t bytes) {
     if (!arkgpu_ready()) return CUDA_ERROR_OUT_OF_MEMORY;
     if (dev < 0 || dev >= ARKGPU_MAX_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
@@ -37,10 +39,17 @@ static void unreserve(int dev, int kind, uint64_t bytes) {
     arkgpu_usage_unlock();
 }
 
+/* The process's allocation table is guarded by a spinlock: it is held only
+ * for a table operation, and is cheaper than a mutex when nobody contends. */
+static void map_lock(void) {
+    while (atomic_flag_test_and_set_explicit(&arkgpu_st.map_busy, memory_order_acquire)) sched_yield();
+}
+static void map_unlock(void) { atomic_flag_clear_explicit(&arkgpu_st.map_busy, memory_order_release); }
+
 static void track(ptrmap *m, uint64_t key, uint64_t bytes, int dev, int kind) {
-    pthread_mutex_lock(&arkgpu_st.mu);
+    map_lock();
     int r = ptrmap_put(m, key, bytes, (uint64_t)dev << 8 | (uint64_t)kind);
-    pthread_mutex_unlock(&arkgpu_st.mu);
+    map_unlock();
     if (r) unreserve(dev, kind, bytes); /* cannot track: do not count what we cannot free */
 }
 
@@ -58,16 +67,16 @@ static CUresult settle(CUresult r, ptrmap *m, uint64_t key, uint64_t bytes, int 
     do {                                                                                     \
         if (!arkgpu_ready()) return call;                                                    \
         uint64_t bytes_, tag_;                                                               \
-        pthread_mutex_lock(&arkgpu_st.mu);                                                   \
+        map_lock();                                                   \
         int found_ = ptrmap_take(map, key, &bytes_, &tag_) == 0;                             \
-        pthread_mutex_unlock(&arkgpu_st.mu);                                                 \
+        map_unlock();                                                 \
         CUresult r_ = call;                                                                  \
         if (found_ && r_ == CUDA_SUCCESS)                                                    \
             unreserve((int)(tag_ >> 8), (int)(tag_ & 0xff), bytes_);                         \
         else if (found_) {                                                                   \
-            pthread_mutex_lock(&arkgpu_st.mu);                                               \
+            map_lock();                                               \
             ptrmap_put(map, key, bytes_, tag_);                                              \
-            pthread_mutex_unlock(&arkgpu_st.mu);                                             \
+            map_unlock();                                             \
         }                                                                                    \
         return r_;                                                                           \
     } while (0)
