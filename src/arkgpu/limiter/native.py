@@ -43,6 +43,11 @@ def cubench() -> Path:
     return _built("arkgpu-cubench")
 
 
+def linked_probe() -> Path:
+    """A client linked against libcuda.so.1 at build time (interposition test)."""
+    return _built("arkgpu-linked-probe")
+
+
 def layout_printer() -> Path:
     """The program that prints the C region layout as JSON."""
     return _built("arkgpu-layout")

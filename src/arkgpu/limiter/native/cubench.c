@@ -53,6 +53,7 @@ FN(CUresult, cuArrayDestroy, (CUarray));
 FN(CUresult, cuMipmappedArrayDestroy, (CUmipmappedArray));
 FN(CUresult, cuMemGetInfo_v2, (size_t *, size_t *));
 FN(CUresult, cuDeviceTotalMem_v2, (size_t *, CUdevice));
+FN(CUresult, cuGetProcAddress, (const char *, void **, int, cuuint64_t));
 FN(CUresult, cuGetProcAddress_v2, (const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *));
 FN(uint64_t, fakegpu_process_busy_ns, (void));
 FN(nvmlReturn_t, nvmlInit_v2, (void));
@@ -85,7 +86,7 @@ static void setup(void) {
     LOAD(cu, cuMemAllocAsync); LOAD(cu, cuMemAllocFromPoolAsync); LOAD(cu, cuMemFreeAsync);
     LOAD(cu, cuDeviceGetDefaultMemPool); LOAD(cu, cuArrayCreate_v2); LOAD(cu, cuArray3DCreate_v2);
     LOAD(cu, cuMipmappedArrayCreate); LOAD(cu, cuArrayDestroy); LOAD(cu, cuMipmappedArrayDestroy);
-    LOAD(cu, cuMemGetInfo_v2); LOAD(cu, cuDeviceTotalMem_v2); LOAD(cu, cuGetProcAddress_v2);
+    LOAD(cu, cuMemGetInfo_v2); LOAD(cu, cuDeviceTotalMem_v2); LOAD(cu, cuGetProcAddress_v2); LOAD(cu, cuGetProcAddress);
     LOAD(cu, fakegpu_process_busy_ns);
     void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW);
     if (nv) {

@@ -6,7 +6,8 @@
  *   devtotal          -> cuDeviceTotalMem
  *   nvml              -> "TOTAL FREE USED" from nvmlDeviceGetMemoryInfo
  *   launch PATH US    -> "ok" | "err CODE"
- *   procaddr NAME     -> "hook" when cuGetProcAddress returns the limiter's hook, else "real"
+ *   procaddr NAME     -> "hook" when cuGetProcAddress_v2 returns the limiter's hook, else "real"
+ *   procaddr1 NAME    -> the same through cuGetProcAddress (the CUDA 11 signature)
  *   hold MS           -> prints "holding", then holds the region lock for MS ms
  *   attack PATH       -> tries to write PATH three ways: "open-rw:R mprotect:R mmap-rw:R",
  *                        each R "allowed" or "denied"
@@ -144,9 +145,12 @@ static int run_script(void) {
                 printf("err %d\n", r);
             else
                 printf("ok\n");
-        } else if (sscanf(line, "procaddr %127s", a) == 1) {
+        } else if (sscanf(line, "procaddr1 %127s", a) == 1 || sscanf(line, "procaddr %127s", a) == 1) {
             void *fn = NULL;
-            p_cuGetProcAddress_v2(a, &fn, 12040, 0, NULL);
+            if (line[8] == '1')
+                p_cuGetProcAddress(a, &fn, 11080, 0);
+            else
+                p_cuGetProcAddress_v2(a, &fn, 12040, 0, NULL);
             Dl_info info;
             printf("%s\n", fn && dladdr(fn, &info) && strstr(info.dli_fname, "arkgpu_limiter") ? "hook" : "real");
         } else if (sscanf(line, "hold %llu", &n) == 1) {
