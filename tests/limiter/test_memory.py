@@ -34,6 +34,21 @@ PATHS = {
 }
 
 
+def counted(path: str, size: int) -> int:
+    """Bytes a request of ``size`` through cubench's ``path`` occupies (cubench's
+    shapes: 512-byte pitch rows, float4 texels, 2x2xW bytes, two 1-D mip levels)."""
+    if path == "pitch":
+        return -(-size // 512) * 512
+    if path == "array":
+        return -(-size // 16) * 16
+    if path == "array3d":
+        return -(-size // 4) * 4
+    if path == "mipmap":
+        width = (size + 1) // 2 * 2
+        return width + width // 2
+    return size
+
+
 def used(container: FakeContainer) -> int:
     """Bytes the region counts on GPU 0."""
     return read_usage(container.region).used_bytes[0]
@@ -115,11 +130,12 @@ def test_random_sequences_from_four_processes_keep_the_count_exact(
             else:
                 reply = probe.ask(f"alloc {op} {size}").split()
                 if reply[0] == "ok":
+                    assert int(reply[2]) == counted(op, size)
                     mine.append((reply[1], PATHS[op], int(reply[2])))
                     assert total + int(reply[2]) <= cap
                 else:
                     assert reply == ["oom"]
-                    assert total + size > cap
+                    assert total + counted(op, size) > cap
             usage = read_usage(box.region)
             assert usage.used_bytes[0] == sum(b for p in live for _, _, b in p) <= cap
             by_pid = {p.pid: p for p in usage.processes}
@@ -198,3 +214,16 @@ def test_memory_of_a_process_that_exited_is_reclaimed_by_the_next_one(
     second = probes(box)
     assert second.ask(f"alloc managed {4 * MiB}").startswith("ok")
     assert read_usage(box.region).reclaimed_bytes == 3 * MiB
+
+
+def test_caps_are_per_gpu(
+    make_container: Callable[..., FakeContainer], probes: Callable[..., Probe]
+) -> None:
+    """On a two-GPU container each GPU has its own cap and its own count: a
+    cuMemCreate on GPU 1 is held to GPU 1's cap whatever GPU 0 has left."""
+    box = make_container(Limits((4 * MiB, 1 * MiB)))
+    probe = probes(box, {"FAKEGPU_DEVICES": "2"})
+    assert probe.ask(f"alloc vmm1 {2 * MiB}") == "oom"
+    assert probe.ask(f"alloc vmm1 {1 * MiB}").startswith("ok")
+    assert probe.ask(f"alloc vmm {3 * MiB}").startswith("ok")
+    assert read_usage(box.region).used_bytes[:2] == (3 * MiB, 1 * MiB)

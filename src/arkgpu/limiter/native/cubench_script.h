@@ -1,5 +1,5 @@
 /* arkgpu-cubench script mode: one command per line on stdin, one reply line.
- *   alloc KIND BYTES  KIND: alloc pitch managed vmm async pool array array3d mipmap
+ *   alloc KIND BYTES  KIND: alloc pitch managed vmm vmm1 async pool array array3d mipmap
  *                     -> "ok ID BYTES" (BYTES as the test should count them) | "oom" | "err CODE"
  *   free ID           -> "ok" | "err CODE"
  *   info              -> "FREE TOTAL" from cuMemGetInfo
@@ -54,9 +54,9 @@ static void do_alloc(const char *kind, uint64_t n) {
         p_cuDeviceGetDefaultMemPool(&pool, 0);
         r = p_cuMemAllocFromPoolAsync(&p, n, pool, NULL);
         reply_alloc(r, 2, p, n);
-    } else if (strcmp(kind, "vmm") == 0) {
+    } else if (strcmp(kind, "vmm") == 0 || strcmp(kind, "vmm1") == 0) { /* vmm1: on GPU 1 */
         CUmemGenericAllocationHandle h = 0;
-        CUmemAllocationProp prop = {.type = 1, .location = {1, 0}};
+        CUmemAllocationProp prop = {.type = 1, .location = {1, kind[3] == '1'}};
         r = p_cuMemCreate(&h, n, &prop, 0);
         reply_alloc(r, 3, h, n);
     } else if (strcmp(kind, "array") == 0) { /* float4 texels, width n/16 */
