@@ -63,6 +63,18 @@ def test_elastic_mode_uses_idle_gpu_time_and_hard_mode_does_not(
     assert hard.share < 0.35
 
 
+def test_elastic_mode_does_not_take_a_busy_co_runners_share(
+    make_container: Callable[..., FakeContainer],
+) -> None:
+    """An elastic 30% container beside a busy hard 70% container leaves the
+    co-runner most of its 70% (the GPU has no idle time to lend)."""
+    elastic = start_load(make_container(Limits((None,), 30.0, Mode.ELASTIC)), 1.5, 1000)
+    hard = start_load(make_container(Limits((None,), 70.0, Mode.HARD)), 1.5, 1000)
+    mine, other = finish_load(elastic), finish_load(hard)
+    assert other.share > 0.55
+    assert 0.15 < mine.share < 0.45
+
+
 def test_busy_time_launches_and_throttling_are_written_to_the_region(
     make_container: Callable[..., FakeContainer],
 ) -> None:
