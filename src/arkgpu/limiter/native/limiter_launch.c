@@ -29,8 +29,10 @@ static struct {
     pthread_mutex_t mu;
     pending_launch q[PENDING];
     unsigned head, tail; /* q[head..tail) are in flight */
-    CUevent pool[2 * PENDING + 4]; /* every event ever created fits */
-    int npool;
+    /* free events per device (an event belongs to its device's context);
+     * every event ever created for a device fits */
+    CUevent pool[ARKGPU_MAX_DEVICES][2 * PENDING + 4];
+    int npool[ARKGPU_MAX_DEVICES];
     int64_t est_ns; /* moving average of measured launch busy time */
     /* elastic mode: the last utilisation sample */
     int64_t sample_t[ARKGPU_MAX_DEVICES];
@@ -117,8 +119,12 @@ static void wait_for_share(int dev) {
     if (waited) __atomic_fetch_add(&arkgpu_st.me->throttled_ns, (uint64_t)waited, __ATOMIC_RELAXED);
 }
 
-static CUevent take_event(void) {
-    if (pc.npool) return pc.pool[--pc.npool];
+static void give_event(int dev, CUevent e) {
+    if (e) pc.pool[dev][pc.npool[dev]++] = e;
+}
+
+static CUevent take_event(int dev) {
+    if (pc.npool[dev]) return pc.pool[dev][--pc.npool[dev]];
     CUevent e = NULL;
     if (arkgpu_st.real.cuEventCreate) arkgpu_st.real.cuEventCreate(&e, 0);
     return e;
@@ -146,8 +152,8 @@ static void harvest_locked(void) {
         arkgpu_usage_unlock();
         __atomic_fetch_add(&arkgpu_st.me->busy_ns, (uint64_t)busy, __ATOMIC_RELAXED);
         pc.est_ns = (pc.est_ns * 7 + busy) / 8;
-        pc.pool[pc.npool++] = p->start;
-        pc.pool[pc.npool++] = p->end;
+        give_event(p->dev, p->start);
+        give_event(p->dev, p->end);
         pc.head++;
     }
 }
@@ -174,7 +180,7 @@ static CUresult gate_enter(gate *g, CUstream s) {
     if (g->dev < 0 || g->dev >= ARKGPU_MAX_DEVICES) return CUDA_SUCCESS;
     wait_for_share(g->dev);
     pthread_mutex_lock(&pc.mu);
-    g->start = take_event();
+    g->start = take_event(g->dev);
     pthread_mutex_unlock(&pc.mu);
     if (!g->start) return CUDA_SUCCESS;
     r->cuEventRecord(g->start, s);
@@ -186,10 +192,10 @@ static CUresult gate_leave(gate *g, CUstream s, CUresult launched) {
     if (!g->paced) return launched;
     real_calls *r = &arkgpu_st.real;
     pthread_mutex_lock(&pc.mu);
-    CUevent end = take_event();
+    CUevent end = take_event(g->dev);
     if (launched != CUDA_SUCCESS || !end || pc.tail - pc.head >= PENDING) {
-        pc.pool[pc.npool++] = g->start;
-        if (end) pc.pool[pc.npool++] = end;
+        give_event(g->dev, g->start);
+        give_event(g->dev, end);
         if (launched == CUDA_SUCCESS) { /* too many in flight to measure: charge the estimate */
             arkgpu_usage_lock();
             arkgpu_st.usage->credit_ns[g->dev] -= pc.est_ns;
