@@ -60,16 +60,34 @@ def workdir() -> Iterator[Path]:
     subprocess.run(["rm", "-rf", str(path)], check=False)
 
 
-def run_child(box: FakeContainer, *args: str) -> dict[str, list[int] | str]:
-    """Run the child on the real driver with the limiter preloaded."""
-    env = dict(os.environ)
+def child_python() -> tuple[str, dict[str, str]]:
+    """An interpreter the child user can run, and the environment to find torch.
+
+    When we are root the child runs as nobody, who may not reach our
+    interpreter (e.g. under /root); then the system python3 gets our sys.path.
+    """
+    try:
+        subprocess.run([sys.executable, "-c", "pass"], user=container_user(), check=True)
+    except (PermissionError, subprocess.CalledProcessError):
+        return "/usr/bin/python3", {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    return sys.executable, {}
+
+
+def child_env(box: FakeContainer) -> dict[str, str]:
+    """The child's environment: the limiter preloaded, the region, torch findable."""
+    env = dict(os.environ, **child_python()[1])
     env["LD_PRELOAD"] = str(native.limiter_library())
     env["ARKGPU_REGION_DIR"] = str(box.region)
+    return env
+
+
+def run_child(box: FakeContainer, *args: str) -> dict[str, list[int] | str]:
+    """Run the child on the real driver with the limiter preloaded."""
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, *args],
+        [child_python()[0], "-c", CHILD, *args],
         capture_output=True,
         text=True,
-        env=env,
+        env=child_env(box),
         user=container_user(),
         timeout=300,
         check=True,
@@ -103,14 +121,11 @@ def test_throughput_follows_the_share(workdir: Path, share: float) -> None:
 def test_a_share_change_mid_run_takes_effect(workdir: Path) -> None:
     """Raised from 25% to 75% mid-run, throughput rises about threefold."""
     box = FakeContainer.create(workdir / "c", workdir / "unused", Limits((None,), 25.0))
-    env = dict(
-        os.environ, LD_PRELOAD=str(native.limiter_library()), ARKGPU_REGION_DIR=str(box.region)
-    )
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, "rate", "6"],
+        [child_python()[0], "-c", CHILD, "rate", "6"],
         stdout=subprocess.PIPE,
         text=True,
-        env=env,
+        env=child_env(box),
         user=container_user(),
     )
     time.sleep(3.0)
