@@ -227,3 +227,20 @@ def test_caps_are_per_gpu(
     assert probe.ask(f"alloc vmm1 {1 * MiB}").startswith("ok")
     assert probe.ask(f"alloc vmm {3 * MiB}").startswith("ok")
     assert read_usage(box.region).used_bytes[:2] == (3 * MiB, 1 * MiB)
+
+
+def test_a_forked_child_is_counted_as_its_own_process(
+    make_container: Callable[..., FakeContainer], probes: Callable[..., Probe]
+) -> None:
+    """A child forked by a process of the container takes its own slot on its
+    first call, is held to the same container cap, and its memory is
+    reclaimed once it exits."""
+    box = make_container(Limits((4 * MiB,)))
+    parent = probes(box)
+    assert parent.ask(f"alloc alloc {1 * MiB}").startswith("ok")
+    forked = parent.ask(f"forkalloc {2 * MiB} 300").split()
+    assert forked[0] == "forked"
+    assert parent.reply() == "child ok"
+    by_pid = {p.pid: p.total_bytes for p in read_usage(box.region).processes}
+    assert by_pid == {parent.proc.pid: 1 * MiB, int(forked[1]): 2 * MiB}
+    wait_until(lambda: used(box) == 1 * MiB, timeout=3.0)

@@ -9,6 +9,8 @@
  *   procaddr NAME     -> "hook" when cuGetProcAddress_v2 returns the limiter's hook, else "real"
  *   procaddr1 NAME    -> the same through cuGetProcAddress (the CUDA 11 signature)
  *   hold MS           -> prints "holding", then holds the region lock for MS ms
+ *   forkalloc BYTES MS -> a forked child allocates BYTES, prints "child ok|oom", lives MS ms;
+ *                        the parent replies "forked PID" first
  *   attack PATH       -> tries to write PATH three ways: "open-rw:R mprotect:R mmap-rw:R",
  *                        each R "allowed" or "denied"
  *   quit */
@@ -159,6 +161,18 @@ static int run_script(void) {
             fflush(stdout);
             if (hold) hold((unsigned)n);
             printf(hold ? "released\n" : "err nohook\n");
+        } else if (sscanf(line, "forkalloc %llu %127s", &n, a) == 2) {
+            fflush(stdout);
+            pid_t pid = fork();
+            if (pid == 0) {
+                CUdeviceptr p = 0;
+                CUresult r = p_cuMemAlloc_v2(&p, n);
+                printf("child %s\n", r == CUDA_SUCCESS ? "ok" : r == CUDA_ERROR_OUT_OF_MEMORY ? "oom" : "err");
+                fflush(stdout);
+                usleep((useconds_t)atol(a) * 1000);
+                _exit(0);
+            }
+            printf("forked %d\n", (int)pid);
         } else if (sscanf(line, "attack %127s", a) == 1) {
             attack(a);
         } else if (strncmp(line, "quit", 4) == 0) {

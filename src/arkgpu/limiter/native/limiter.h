@@ -77,6 +77,7 @@ static inline int arkgpu_ready(void) {
 }
 #define REAL(name) ((__typeof__(&name))arkgpu_st.hooks[H_##name].real)
 
+void arkgpu_launch_after_fork(void);
 void arkgpu_usage_lock(void);
 void arkgpu_usage_unlock(void);
 void arkgpu_reclaim_dead_locked(void);

@@ -243,6 +243,7 @@ static void after_fork_child(void) {
     ptrmap_clear(&arkgpu_st.ptrs);
     ptrmap_clear(&arkgpu_st.handles);
     arkgpu_st.me = NULL;
+    arkgpu_launch_after_fork();
 }
 
 void arkgpu_init_slow(void) {

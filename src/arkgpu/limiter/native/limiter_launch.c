@@ -12,6 +12,7 @@
  */
 #include "limiter.h"
 
+#include <string.h>
 #include <time.h>
 
 #define PENDING 64
@@ -39,6 +40,13 @@ static struct {
     uint64_t sample_busy[ARKGPU_MAX_DEVICES];
     int64_t rate_bp[ARKGPU_MAX_DEVICES]; /* elastic fill rate */
 } pc = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* A forked child starts with no launches in flight and no events (they
+ * belong to the parent's contexts), and an unlocked mutex. */
+void arkgpu_launch_after_fork(void) {
+    memset(&pc, 0, sizeof pc);
+    pthread_mutex_init(&pc.mu, NULL);
+}
 
 static void sleep_ns(int64_t ns) {
     struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
