@@ -56,6 +56,11 @@ FN(CUresult, cuDeviceTotalMem_v2, (size_t *, CUdevice));
 FN(CUresult, cuGetProcAddress, (const char *, void **, int, cuuint64_t));
 FN(CUresult, cuGetProcAddress_v2, (const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *));
 FN(uint64_t, fakegpu_process_busy_ns, (void));
+FN(CUresult, cuEventCreate, (CUevent *, unsigned));
+FN(CUresult, cuEventRecord, (CUevent, CUstream));
+FN(CUresult, cuEventQuery, (CUevent));
+FN(CUresult, cuEventSynchronize, (CUevent));
+FN(CUresult, cuEventElapsedTime, (float *, CUevent, CUevent));
 FN(nvmlReturn_t, nvmlInit_v2, (void));
 FN(nvmlReturn_t, nvmlDeviceGetHandleByIndex_v2, (unsigned, nvmlDevice_t *));
 FN(nvmlReturn_t, nvmlDeviceGetMemoryInfo, (nvmlDevice_t, nvmlMemory_t *));
@@ -87,7 +92,8 @@ static void setup(void) {
     LOAD(cu, cuDeviceGetDefaultMemPool); LOAD(cu, cuArrayCreate_v2); LOAD(cu, cuArray3DCreate_v2);
     LOAD(cu, cuMipmappedArrayCreate); LOAD(cu, cuArrayDestroy); LOAD(cu, cuMipmappedArrayDestroy);
     LOAD(cu, cuMemGetInfo_v2); LOAD(cu, cuDeviceTotalMem_v2); LOAD(cu, cuGetProcAddress_v2); LOAD(cu, cuGetProcAddress);
-    LOAD(cu, fakegpu_process_busy_ns);
+    LOAD(cu, fakegpu_process_busy_ns); LOAD(cu, cuEventCreate); LOAD(cu, cuEventRecord);
+    LOAD(cu, cuEventQuery); LOAD(cu, cuEventSynchronize); LOAD(cu, cuEventElapsedTime);
     void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW);
     if (nv) {
         LOAD(nv, nvmlInit_v2); LOAD(nv, nvmlDeviceGetHandleByIndex_v2); LOAD(nv, nvmlDeviceGetMemoryInfo);

@@ -6,6 +6,9 @@
  *   devtotal          -> cuDeviceTotalMem
  *   nvml              -> "TOTAL FREE USED" from nvmlDeviceGetMemoryInfo
  *   launch PATH US    -> "ok" | "err CODE"
+ *   async US          -> one US-microsecond kernel between two events: "RET READY ELAPSED",
+ *                        RET the µs the launch call took, READY "ready"/"notready" for the
+ *                        end event just after it, ELAPSED the µs between the events
  *   procaddr NAME     -> "hook" when cuGetProcAddress_v2 returns the limiter's hook, else "real"
  *   procaddr1 NAME    -> the same through cuGetProcAddress (the CUDA 11 signature)
  *   hold MS           -> prints "holding", then holds the region lock for MS ms
@@ -147,6 +150,20 @@ static int run_script(void) {
                 printf("err %d\n", r);
             else
                 printf("ok\n");
+        } else if (sscanf(line, "async %llu", &n) == 1) {
+            CUevent s0, e0;
+            float ms = 0;
+            p_cuEventCreate(&s0, 0);
+            p_cuEventCreate(&e0, 0);
+            p_cuEventRecord(s0, NULL);
+            int64_t t0 = now_ns();
+            launch_path("kernel", n * 1000);
+            int64_t ret = now_ns() - t0;
+            p_cuEventRecord(e0, NULL);
+            int ready = p_cuEventQuery(e0) == CUDA_SUCCESS;
+            p_cuEventSynchronize(e0);
+            p_cuEventElapsedTime(&ms, s0, e0);
+            printf("%lld %s %.0f\n", (long long)(ret / 1000), ready ? "ready" : "notready", ms * 1000.0);
         } else if (sscanf(line, "procaddr1 %127s", a) == 1 || sscanf(line, "procaddr %127s", a) == 1) {
             void *fn = NULL;
             if (line[8] == '1')

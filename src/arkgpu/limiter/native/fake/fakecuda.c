@@ -2,11 +2,11 @@
  * A fake CUDA driver (built as libcuda.so.1): a virtual GPU with fixed memory
  * and SM count on which kernels "run" for a duration given at launch. Kernels
  * are named "spin" (duration in ns from kernelParams[0], a uint64_t*) or
- * "spin_<N>us" (fixed). A launch holds the device's shared lock for the
- * kernel's duration (sleeping, not spinning), so processes share the device in
- * time. Launches complete before they return (a synchronous model); an event
- * recorded just before a kernel takes the kernel's start time, as the real
- * device writes it when the stream reaches it.
+ * "spin_<N>us" (fixed). A launch books its kernel on the device's timeline
+ * (see fakegpu_state.h), so processes share the device in time, and returns
+ * at once (asynchronous launches, one kernel queued per stream behind the
+ * running one). Events complete in stream order at the times the device
+ * reaches them; synchronisation calls sleep until then.
  * Memory is accounted per process against FAKEGPU_MEM_MIB; pointers are
  * virtual addresses that are never dereferenced.
  */
@@ -83,7 +83,6 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *d) {
     *d = tls_ctx->dev;
     return CUDA_SUCCESS;
 }
-EXPORT CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
 EXPORT CUresult cuGetErrorString(CUresult e, const char **s) {
     *s = e == CUDA_SUCCESS ? "no error" : e == CUDA_ERROR_OUT_OF_MEMORY ? "out of memory" : "error";
     return CUDA_SUCCESS;
@@ -124,20 +123,42 @@ static uint64_t kernel_ns(CUfunction f, void **params) {
 /* ---- streams and events ---- */
 static CUstream stream_of(CUstream s) { return s ? s : &g.null_stream; }
 
+static void sleep_until(int64_t t) {
+    struct timespec until = {(time_t)(t / 1000000000), (long)(t % 1000000000)};
+    while (t > fakegpu_now() && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR) {
+    }
+}
+
+static int64_t stream_end(CUstream s) {
+    pthread_mutex_lock(&g.mu);
+    CUstream st = stream_of(s);
+    int64_t end = st->last_end;
+    st->pending = NULL;
+    st->after_kernel = 0;
+    pthread_mutex_unlock(&g.mu);
+    return end;
+}
+
 EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags) {
     (void)flags;
     *s = calloc(1, sizeof **s);
     return *s ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 EXPORT CUresult cuStreamDestroy_v2(CUstream s) { free(s); return CUDA_SUCCESS; }
-static void stream_settle(CUstream s) {
-    pthread_mutex_lock(&g.mu);
-    stream_of(s)->pending = NULL;
-    stream_of(s)->after_kernel = 0;
-    pthread_mutex_unlock(&g.mu);
+EXPORT CUresult cuStreamSynchronize(CUstream s) {
+    sleep_until(stream_end(s));
+    return CUDA_SUCCESS;
 }
-EXPORT CUresult cuStreamSynchronize(CUstream s) { stream_settle(s); return CUDA_SUCCESS; }
-EXPORT CUresult cuStreamQuery(CUstream s) { (void)s; return CUDA_SUCCESS; }
+EXPORT CUresult cuStreamQuery(CUstream s) {
+    return stream_end(s) <= fakegpu_now() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+EXPORT CUresult cuCtxSynchronize(void) {
+    pthread_mutex_lock(&g.mu);
+    int64_t end = g.last_end;
+    pthread_mutex_unlock(&g.mu);
+    sleep_until(end);
+    return CUDA_SUCCESS;
+}
 EXPORT CUresult cuStreamIsCapturing(CUstream s, int *status) {
     (void)s;
     *status = 0; /* the fake never captures */
@@ -155,56 +176,70 @@ EXPORT CUresult cuEventDestroy_v2(CUevent e) {
     free(e);
     return CUDA_SUCCESS;
 }
-/* The event takes the current time; if a kernel is the next work on the
- * stream, the kernel's start time replaces it (the stream reaches the event
- * only when the device runs this context). */
+/* An event completes when the stream's earlier work has (right after a
+ * kernel: when the kernel ends). If a kernel is the next work on the stream,
+ * the kernel's start replaces that time: the stream reaches the event only
+ * when the device starts this context's kernel. */
 EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
     pthread_mutex_lock(&g.mu);
     CUstream st = stream_of(s);
-    /* right after a kernel, the event completes when the kernel did */
-    e->t = st->after_kernel ? st->kernel_end : fakegpu_now();
+    int64_t now = fakegpu_now();
+    e->t = st->after_kernel ? st->kernel_end : (st->last_end > now ? st->last_end : now);
     e->recorded = 1;
     st->pending = st->after_kernel ? NULL : e;
     st->after_kernel = 0;
     pthread_mutex_unlock(&g.mu);
     return CUDA_SUCCESS;
 }
-EXPORT CUresult cuEventQuery(CUevent e) { return e->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY; }
-EXPORT CUresult cuEventSynchronize(CUevent e) { (void)e; return CUDA_SUCCESS; }
-EXPORT CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
-    if (!a->recorded || !b->recorded) return CUDA_ERROR_NOT_READY;
+static int64_t event_time(CUevent e) {
     pthread_mutex_lock(&g.mu);
-    *ms = (float)((double)(b->t - a->t) / 1e6);
+    int64_t t = e->t;
     pthread_mutex_unlock(&g.mu);
+    return t;
+}
+EXPORT CUresult cuEventQuery(CUevent e) {
+    return !e->recorded || event_time(e) <= fakegpu_now() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+EXPORT CUresult cuEventSynchronize(CUevent e) {
+    if (e->recorded) sleep_until(event_time(e));
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
+    if (!a->recorded || !b->recorded) return CUDA_ERROR_INVALID_VALUE;
+    int64_t ta = event_time(a), tb = event_time(b), now = fakegpu_now();
+    if (ta > now || tb > now) return CUDA_ERROR_NOT_READY;
+    *ms = (float)((double)(tb - ta) / 1e6);
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) { return cuEventElapsedTime(ms, a, b); }
 
 /* ---- execution ---- */
+/* Book the kernel on the device's timeline and return without waiting for it
+ * (launches are asynchronous); a stream holds at most one kernel queued
+ * behind the running one, so a launch first waits for the previous kernel of
+ * its stream to start, as a full launch queue makes the caller wait. */
 static CUresult run_on_device(CUstream s, uint64_t ns) {
     if (!fake_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     if (!tls_ctx) return CUDA_ERROR_INVALID_CONTEXT;
     int dev = fake_cur_dev();
-    fakegpu_acquire(g.st, dev);
-    int64_t t0 = fakegpu_now();
+    pthread_mutex_lock(&g.mu);
+    int64_t previous_start = stream_of(s)->last_start;
+    pthread_mutex_unlock(&g.mu);
+    sleep_until(previous_start);
+    int64_t t0 = fakegpu_book(g.st, dev, (int64_t)ns), t1 = t0 + (int64_t)ns;
     pthread_mutex_lock(&g.mu);
     CUstream st = stream_of(s);
     if (st->pending) st->pending->t = t0;
     st->pending = NULL;
-    st->after_kernel = 0;
-    pthread_mutex_unlock(&g.mu);
-    struct timespec until = {(time_t)((t0 + (int64_t)ns) / 1000000000), (long)((t0 + (int64_t)ns) % 1000000000)};
-    while (ns && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR) {}
-    int64_t t1 = fakegpu_now();
-    uint64_t busy = (uint64_t)(t1 - t0);
-    pthread_mutex_lock(&g.mu);
     st->after_kernel = 1;
     st->kernel_end = t1;
+    st->last_start = t0;
+    st->last_end = t1;
+    if (t1 > g.last_end) g.last_end = t1;
     pthread_mutex_unlock(&g.mu);
-    atomic_fetch_add(&g.st->dev[dev].busy_ns, busy);
-    atomic_fetch_add(&g.proc_busy_ns, busy);
+    atomic_fetch_add(&g.st->dev[dev].busy_ns, ns);
+    atomic_fetch_add(&g.proc_busy_ns, ns);
     atomic_fetch_add(&g.launches, 1);
-    fakegpu_release(g.st, dev);
     return CUDA_SUCCESS;
 }
 

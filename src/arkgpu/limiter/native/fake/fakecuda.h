@@ -15,7 +15,13 @@ struct CUfunc_st { int64_t fixed_ns; };
 struct CUmod_st { int dummy; };
 struct CUctx_st { int dev; };
 struct CUevent_st { int64_t t; int recorded; };
-struct CUstream_st { CUevent pending; int after_kernel; int64_t kernel_end; };
+struct CUstream_st {
+    CUevent pending;      /* recorded last, before any kernel: moves to the next kernel's start */
+    int after_kernel;     /* the last work was a kernel */
+    int64_t kernel_end;   /* when that kernel ends */
+    int64_t last_start;   /* start of the stream's last booked kernel */
+    int64_t last_end;     /* end of the stream's booked work */
+};
 struct CUgraph_st { int n; uint64_t ns[MAX_GRAPH_NODES]; };
 struct CUgraphExec_st { int n; uint64_t ns[MAX_GRAPH_NODES]; };
 struct CUgraphNode_st { int idx; };
@@ -36,6 +42,7 @@ typedef struct {
     struct CUctx_st primary[FAKEGPU_MAX_DEVICES];
     struct CUstream_st null_stream;
     struct CUmemPoolHandle_st pools[FAKEGPU_MAX_DEVICES];
+    int64_t last_end; /* end of all booked work of this process */
     _Atomic uint64_t proc_busy_ns;
     _Atomic uint64_t launches;
 } fake_process;

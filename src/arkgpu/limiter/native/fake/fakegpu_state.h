@@ -1,8 +1,11 @@
 /* The fake GPU's device state, shared by every process that loads the fake
  * driver (libcuda.so.1) or the fake NVML: a file mapped MAP_SHARED, path from
  * FAKEGPU_STATE (default /dev/shm/arkgpu-fakegpu). Each virtual device has a
- * robust process-shared lock that a running kernel holds, so contexts of
- * different processes share the device in time, as on a GPU without MPS. */
+ * timeline: under the device's robust process-shared lock a launch books the
+ * next free interval of its kernel's length, so contexts of different
+ * processes share the device in time, one kernel at a time in arrival order,
+ * as on a GPU without MPS. The device is never idle while work is booked,
+ * however late the launching processes are scheduled on the CPU. */
 #ifndef ARKGPU_FAKEGPU_STATE_H
 #define ARKGPU_FAKEGPU_STATE_H
 
@@ -19,14 +22,13 @@
 #include <unistd.h>
 
 #define FAKEGPU_MAX_DEVICES 8
-#define FAKEGPU_MAGIC 0x5550474b414641ull /* "AFAKGPU" */
+#define FAKEGPU_MAGIC 0x3255504b414641ull /* "AFAKPU2": the timeline layout */
 
 typedef struct {
     pthread_mutex_t lock;
     char pad[64 - sizeof(pthread_mutex_t) % 64];
-    _Atomic uint64_t waiters;
-    _Atomic uint64_t acquisitions;
-    _Atomic uint64_t busy_ns; /* cumulative time a kernel held the device */
+    int64_t free_at;          /* CLOCK_MONOTONIC ns when the booked work ends */
+    _Atomic uint64_t busy_ns; /* cumulative kernel time completed on the device */
 } fakegpu_device;
 
 typedef struct {
@@ -85,28 +87,23 @@ static inline fakegpu_state *fakegpu_attach(void) {
         atomic_store(&s->ready, 2);
     }
     for (int i = 0; i < 200000 && atomic_load(&s->ready) != 2; i++) usleep(10);
+    if (s->magic != FAKEGPU_MAGIC) { /* a state file of another layout */
+        munmap(s, sizeof *s);
+        return NULL;
+    }
     return s;
 }
 
-/* Take the device; a dead holder's lock is recovered. */
-static inline void fakegpu_acquire(fakegpu_state *s, int d) {
+/* Book ns of device time after everything booked so far; returns the start.
+ * A holder that died inside the lock leaves a consistent timeline. */
+static inline int64_t fakegpu_book(fakegpu_state *s, int d, int64_t ns) {
     fakegpu_device *dv = &s->dev[d];
-    atomic_fetch_add(&dv->waiters, 1);
     if (pthread_mutex_lock(&dv->lock) == EOWNERDEAD) pthread_mutex_consistent(&dv->lock);
-    atomic_fetch_sub(&dv->waiters, 1);
-    atomic_fetch_add(&dv->acquisitions, 1);
-}
-
-/* Give the device up; when others wait, let one of them in before returning
- * so a process that launches back to back cannot keep the device (time
- * slicing between contexts). */
-static inline void fakegpu_release(fakegpu_state *s, int d) {
-    fakegpu_device *dv = &s->dev[d];
-    uint64_t seq = atomic_load(&dv->acquisitions);
+    int64_t now = fakegpu_now();
+    int64_t start = dv->free_at > now ? dv->free_at : now;
+    dv->free_at = start + ns;
     pthread_mutex_unlock(&dv->lock);
-    if (!atomic_load(&dv->waiters)) return;
-    struct timespec ts = {0, 20000};
-    for (int i = 0; i < 100 && atomic_load(&dv->acquisitions) == seq; i++) nanosleep(&ts, NULL);
+    return start;
 }
 
 #endif
