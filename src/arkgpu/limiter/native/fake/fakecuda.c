@@ -4,8 +4,8 @@
  * are named "spin" (duration in ns from kernelParams[0], a uint64_t*) or
  * "spin_<N>us" (fixed). A launch books its kernel on the device's timeline
  * (see fakegpu_state.h), so processes share the device in time, and returns
- * at once (asynchronous launches, one kernel queued per stream behind the
- * running one). Events complete in stream order at the times the device
+ * at once (asynchronous launches, up to FAKE_QUEUE_DEPTH kernels queued
+ * per stream). Events complete in stream order at the times the device
  * reaches them; synchronisation calls sleep until then.
  * Memory is accounted per process against FAKEGPU_MEM_MIB; pointers are
  * virtual addresses that are never dereferenced.
@@ -215,17 +215,18 @@ EXPORT CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) { return 
 
 /* ---- execution ---- */
 /* Book the kernel on the device's timeline and return without waiting for it
- * (launches are asynchronous); a stream holds at most one kernel queued
- * behind the running one, so a launch first waits for the previous kernel of
- * its stream to start, as a full launch queue makes the caller wait. */
+ * (launches are asynchronous); a stream holds FAKE_QUEUE_DEPTH kernels that
+ * have not started, so a launch first waits for the oldest of them to start,
+ * as a full launch queue makes the caller wait. */
 static CUresult run_on_device(CUstream s, uint64_t ns) {
     if (!fake_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     if (!tls_ctx) return CUDA_ERROR_INVALID_CONTEXT;
     int dev = fake_cur_dev();
     pthread_mutex_lock(&g.mu);
-    int64_t previous_start = stream_of(s)->last_start;
+    CUstream q = stream_of(s);
+    int64_t oldest_start = q->starts[q->launches % FAKE_QUEUE_DEPTH];
     pthread_mutex_unlock(&g.mu);
-    sleep_until(previous_start);
+    sleep_until(oldest_start); /* the queue is full until its oldest kernel starts */
     int64_t t0 = fakegpu_book(g.st, dev, (int64_t)ns), t1 = t0 + (int64_t)ns;
     pthread_mutex_lock(&g.mu);
     CUstream st = stream_of(s);
@@ -233,7 +234,7 @@ static CUresult run_on_device(CUstream s, uint64_t ns) {
     st->pending = NULL;
     st->after_kernel = 1;
     st->kernel_end = t1;
-    st->last_start = t0;
+    st->starts[st->launches++ % FAKE_QUEUE_DEPTH] = t0;
     st->last_end = t1;
     if (t1 > g.last_end) g.last_end = t1;
     pthread_mutex_unlock(&g.mu);

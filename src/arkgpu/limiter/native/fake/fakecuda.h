@@ -10,6 +10,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_GRAPH_NODES 256
+#define FAKE_QUEUE_DEPTH 4 /* kernels a stream holds before a launch waits */
 
 struct CUfunc_st { int64_t fixed_ns; };
 struct CUmod_st { int dummy; };
@@ -19,7 +20,8 @@ struct CUstream_st {
     CUevent pending;      /* recorded last, before any kernel: moves to the next kernel's start */
     int after_kernel;     /* the last work was a kernel */
     int64_t kernel_end;   /* when that kernel ends */
-    int64_t last_start;   /* start of the stream's last booked kernel */
+    int64_t starts[FAKE_QUEUE_DEPTH]; /* starts of the last booked kernels, a ring */
+    unsigned launches;                /* kernels booked on the stream */
     int64_t last_end;     /* end of the stream's booked work */
 };
 struct CUgraph_st { int n; uint64_t ns[MAX_GRAPH_NODES]; };
