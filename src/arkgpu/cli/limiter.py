@@ -91,7 +91,8 @@ def show_command(args: argparse.Namespace) -> int:
     print(f"used bytes per GPU: {usage.used_bytes[: max(len(limits.memory_bytes), 1)]}")
     for p in usage.processes:
         print(
-            f"  pid {p.pid}: {p.total_bytes} B, busy {p.busy_ns / 1e6:.1f} ms, "
+            f"  pid {p.pid}{'' if p.alive else ' (gone)'}: {p.total_bytes} B, "
+            f"busy {p.busy_ns / 1e6:.1f} ms, "
             f"{p.launches} launches, throttled {p.throttled_ns / 1e6:.1f} ms, "
             f"{p.oom_refusals} refusals"
         )
