@@ -24,7 +24,10 @@ class CliError(Exception):
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the full parser with every command group registered."""
-    parser = argparse.ArgumentParser(prog="arkgpu", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="arkgpu",
+        description="ArkGPU: share NVIDIA GPUs between latency-critical and best-effort work.",
+    )
     parser.add_argument("--version", action="version", version=f"arkgpu {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
