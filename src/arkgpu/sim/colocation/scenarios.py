@@ -216,9 +216,9 @@ class _Fields:
         return ScenarioError(f"{self._source}: {self._where}.{key}: {message}")
 
     def text(self, key: str, default: Any = _MISSING) -> str:
-        """A string field."""
+        """A string field (non-empty unless the default is empty)."""
         value = self._get(key, default)
-        if not isinstance(value, str) or not value:
+        if not isinstance(value, str) or (not value and default != ""):
             raise self.error(key, f"must be a non-empty string, got {value!r}")
         return value
 

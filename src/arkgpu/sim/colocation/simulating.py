@@ -108,24 +108,25 @@ class CoLocationSim:
 
     # -- LC batcher ------------------------------------------------------------
     def _kick(self, lc: LcRuntime) -> None:
+        """Start a batch if the batcher would now, else wake it when it would (arrivals are known)."""
         if lc.busy or lc.state is not PodState.RUNNING:
             return
-        now, arr = self.env.now, lc.arrivals
+        now, arr, head = self.env.now, lc.arrivals, lc.head
         if now < lc.down_until:
             self._wake(lc, lc.down_until)
             return
-        if lc.head >= len(arr):
+        if head >= len(arr):
             return
-        avail = int(np.searchsorted(arr, now, side="right")) - lc.head
-        if avail <= 0:
-            self._wake(lc, float(arr[lc.head]))
+        mb = lc.spec.max_batch
+        # the batcher starts when the oldest request has waited the queue delay or a batch is full
+        start = float(arr[head]) + lc.spec.max_queue_delay_ms / 1000.0
+        if head + mb - 1 < len(arr):
+            start = min(start, float(arr[head + mb - 1]))
+        if start > now + _EPS:
+            self._wake(lc, start)
             return
-        mb, deadline = lc.spec.max_batch, float(arr[lc.head]) + lc.spec.max_queue_delay_ms / 1000
-        if avail >= mb or now >= deadline - _EPS:
-            self._start(lc, min(avail, mb))
-            return
-        full_at = lc.head + mb - 1
-        self._wake(lc, min(deadline, float(arr[full_at])) if full_at < len(arr) else deadline)
+        avail = int(arr.searchsorted(now, side="right")) - head
+        self._start(lc, min(avail, mb))
 
     def _wake(self, lc: LcRuntime, at: float) -> None:
         if lc.wake is not None:
@@ -143,10 +144,13 @@ class CoLocationSim:
 
     def _done(self, lc: LcRuntime) -> None:
         now = self.env.now
-        lat = now - lc.arrivals[lc.batch_lo : lc.batch_lo + lc.batch]
+        lo, hi = lc.batch_lo, lc.batch_lo + lc.batch
+        arr = lc.arrivals
         lc.completed += lc.batch
-        lc.good += int(np.count_nonzero(lat <= lc.spec.target_ms / 1000.0 + _EPS))
-        lc.window.append(lat)
+        # requests that arrived at or after now - target are within the target
+        first_good = int(arr.searchsorted(now - lc.spec.target_ms / 1000.0 - _EPS, side="left"))
+        lc.good += hi - max(lo, min(first_good, hi))
+        lc.window.append(now - arr[lo:hi])
         lc.window_done += lc.batch
         lc.busy_s += now - max(lc.batch_start, self.tick_start)
         lc.busy_total_s += now - lc.batch_start

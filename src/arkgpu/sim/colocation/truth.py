@@ -86,6 +86,8 @@ class _SoloTable:
     """``1/share`` of the measured shares, ascending (so shares descending)."""
     latency: NDArray[np.float64]
     """Latency (ms), shape (MAX_BATCH, len(inv_shares)), columns in ``inv_shares`` order."""
+    rows: tuple[tuple[float, ...], ...] = ()
+    """The same as Python floats (fast scalar look-ups)."""
 
 
 def _solo_tables(records: Iterable[SoloLike]) -> dict[str, _SoloTable]:
@@ -102,7 +104,9 @@ def _solo_tables(records: Iterable[SoloLike]) -> dict[str, _SoloTable]:
         grid = _fill_rows(model, grid, np.array(shares))
         grid = np.minimum.accumulate(grid, axis=1)  # more share is never slower
         grid = np.maximum.accumulate(grid, axis=0)  # a larger batch is never faster
-        tables[model] = _SoloTable(tuple(1.0 / s for s in reversed(shares)), grid[:, ::-1].copy())
+        flipped = grid[:, ::-1].copy()
+        rows = tuple(tuple(float(v) for v in r) for r in flipped)
+        tables[model] = _SoloTable(tuple(1.0 / s for s in reversed(shares)), flipped, rows)
     return tables
 
 
@@ -131,7 +135,10 @@ class GroundTruth:
         self._solo = _solo_tables(solo)
         self.training_factor = training_factor
         """Training iteration time over inference batch latency (forward + backward)."""
-        self._factors, self._cv = _pair_factors(self, pairs)
+        factors, self._cv = _pair_factors(self, pairs)
+        self._factors: dict[tuple[str, str], list[list[list[float]]]] = {
+            k: v.tolist() for k, v in factors.items()
+        }
         self._sat_cache: dict[tuple[str, int], float] = {}
 
     def models(self) -> list[str]:
@@ -146,14 +153,14 @@ class GroundTruth:
         scale = 1.0
         if batch > MAX_BATCH:
             scale, batch = batch / MAX_BATCH, MAX_BATCH
-        row = table.latency[max(batch, 1) - 1]
+        row = table.rows[max(batch, 1) - 1]
         xs = table.inv_shares
         x = 1.0 / min(max(share, 1e-3), 1.0)
         if x >= xs[-1]:
-            return scale * float(row[-1]) * x / xs[-1]
+            return scale * row[-1] * x / xs[-1]
         i = bisect.bisect_right(xs, x) - 1
         w = (x - xs[i]) / (xs[i + 1] - xs[i])
-        return scale * float(row[i] * (1.0 - w) + row[i + 1] * w)
+        return scale * (row[i] * (1.0 - w) + row[i + 1] * w)
 
     def saturation_share(self, model: str, batch: int) -> float:
         """Smallest share within 5% of the whole-GPU latency: what the batch can use."""
@@ -172,8 +179,15 @@ class GroundTruth:
             table = self._factors.get((victim, "*"))
             if table is None:
                 return 1.0
-        row = table[min(batch, MAX_BATCH) - 1, min(agg_batch, MAX_BATCH) - 1]
-        return float(np.interp(share, _PAIR_SHARES, row))
+        row = table[min(batch, MAX_BATCH) - 1][min(agg_batch, MAX_BATCH) - 1]
+        xs = _PAIR_SHARE_LIST
+        if share <= xs[0]:
+            return row[0]
+        if share >= xs[-1]:
+            return row[-1]
+        i = bisect.bisect_right(xs, share) - 1
+        w = (share - xs[i]) / (xs[i + 1] - xs[i])
+        return row[i] * (1.0 - w) + row[i + 1] * w
 
     def slowdown(
         self, victim: str, batch: int, share: float, corunners: Iterable[tuple[str, int, float]]
@@ -190,15 +204,16 @@ class GroundTruth:
 
     def sample(self, latency_ms: float, model: str, rng: np.random.Generator) -> float:
         """``latency_ms`` with the model's measured noise applied."""
-        return latency_ms * max(0.5, 1.0 + self.noise_cv(model) * float(rng.standard_normal()))
+        return latency_ms * max(0.5, 1.0 + self.noise_cv(model) * rng.standard_normal())
 
     def training_iteration_ms(self, model: str, batch: int, share: float) -> float:
         """Time (ms) of one training iteration (see ``training_factor``)."""
         return self.training_factor * self.latency_ms(model, batch, share)
 
 
-_PAIR_SHARES = np.array([0.2, 0.4, 0.5, 0.6, 0.8])
+_PAIR_SHARE_LIST = (0.2, 0.4, 0.5, 0.6, 0.8)
 """Victim shares of the measured pairs (iGniter splits 20/80 .. 80/20)."""
+_PAIR_SHARES = np.array(_PAIR_SHARE_LIST)
 
 
 def _log2_weights(batch: int) -> tuple[int, int, float]:

@@ -27,7 +27,7 @@ from arkgpu.sim.colocation.modes.base import (
     busy_corunners,
     register_mode,
 )
-from arkgpu.sim.colocation.runtime import BeRuntime, GpuRuntime, LcRuntime, Pod
+from arkgpu.sim.colocation.runtime import BeRuntime, GpuRuntime, LcRuntime, Pod, PodState
 from arkgpu.sim.colocation.scenarios import LcSpec
 
 
@@ -91,10 +91,28 @@ class ArkGpuMode(SharingMode):
         slow = truth.slowdown(lc.spec.model, batch, lc.share, busy_corunners(lc, gpu))
         return truth.latency_ms(lc.spec.model, batch, lc.share) * slow
 
+    lends_idle_share = True
+    """BE jobs use the share of LC services while those are idle (see the module docstring)."""
+
+    def be_share(self, be: BeRuntime, gpu: GpuRuntime, busy: Mapping[LcRuntime, float]) -> float:
+        """BE share over the period: its own plus, when lending, the LC shares left idle."""
+        if not self.lends_idle_share:
+            return be.share
+        idle = sum((1.0 - busy.get(lc, 0.0)) * lc.share for lc in gpu.lcs if lc.state is PodState.RUNNING)
+        return min(1.0, be.share + idle / len(gpu.running_bes()))
+
     def be_rate(self, be: BeRuntime, gpu: GpuRuntime, busy: Mapping[LcRuntime, float]) -> float:
         """Measured iteration rate at the BE share with busy-weighted LC interference."""
-        if be.share <= 0.005:
+        share = self.be_share(be, gpu, busy)
+        if share <= 0.005:
             return 0.0
         truth, model, batch = self.ctx.truth, be.spec.model, be.spec.batch
-        slow = truth.slowdown(model, batch, be.share, be_corunners(be, gpu, busy))
-        return 1000.0 / (truth.training_iteration_ms(model, batch, be.share) * slow)
+        slow = truth.slowdown(model, batch, share, be_corunners(be, gpu, busy))
+        return 1000.0 / (truth.training_iteration_ms(model, batch, share) * slow)
+
+
+@register_mode("arkgpu-static")
+class ArkGpuStaticMode(ArkGpuMode):
+    """ArkGPU without idle-share lending: BE jobs are capped at their share at all times."""
+
+    lends_idle_share = False

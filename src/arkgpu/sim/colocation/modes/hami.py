@@ -1,10 +1,11 @@
 """``hami``: HAMi's static memory cap and static compute limit per pod, no change at run time.
 
 Pods request ``nvidia.com/gpucores`` and ``nvidia.com/gpumem``. The requests
-given here are the strongest static choice: an LC service asks for the share
-the fitted predictor says it needs at its peak rate (the same sizing ArkGPU
-uses, so this baseline is not handicapped by a guess), a BE job for what the
-LC services of its GPU leave (at least 10%). A GPU takes a pod only if the
+given here are the strongest static choice: an LC service asks for the smallest
+utilisation limit that the fitted predictor says meets its target at its peak
+rate under pacing (:func:`pacing_limit`, ArkGPU's own sizing rule, so this
+baseline is not handicapped by a guess), a BE job for what the LC services of
+its GPU leave (at least 10%). A GPU takes a pod only if the
 compute limits add up to at most 100% and the memory caps fit (so nobody runs
 out of memory); among those, the one with the fewest pods.
 
@@ -20,7 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from arkgpu.colocation.sizing import LcDemand
+import numpy as np
+
+from arkgpu.colocation.sizing import ShareSizer
 from arkgpu.sim.colocation.modes.base import SharingMode, register_mode
 from arkgpu.sim.colocation.modes.timeslice import be_time_fraction, contexts_with_work
 from arkgpu.sim.colocation.runtime import BeRuntime, GpuRuntime, LcRuntime, Pod
@@ -29,18 +32,34 @@ _BE_MIN_LIMIT = 0.1
 """Smallest compute limit given to a BE job."""
 
 
+def pacing_limit(lc: LcRuntime, sizer: ShareSizer) -> float:
+    """Smallest utilisation limit (1% grid) meeting the LC target at its peak, predicted.
+
+    Under pacing a batch of work ``W = L(b, 1.0)`` takes ``W / limit``: the
+    sizing rule of :mod:`arkgpu.colocation.sizing` applied with that latency.
+    """
+    s, c = lc.spec, sizer.config
+    full = np.array([sizer.predictor.latency_ms(s.model, b, 1.0, sizer.gpu) for b in range(1, s.max_batch + 1)])
+    batches = np.arange(1, s.max_batch + 1)
+    for limit in np.arange(0.05, 1.0001, 0.01):
+        lat = full / limit
+        fast = batches / lat >= c.load_margin * s.peak_rps / 1000.0
+        if fast.any():
+            b = int(np.argmax(fast))
+            if s.max_queue_delay_ms + 2.0 * lat[b] <= c.headroom * s.target_ms:
+                return float(limit)
+    return 1.0
+
+
 @register_mode("hami")
 class HamiMode(SharingMode):
     """Static compute and memory limits, time-sliced contexts, token-bucket pacing."""
 
     def limit(self, pod: Pod) -> float:
-        """Static compute limit an LC service requests (its predicted peak share)."""
+        """Static compute limit an LC service requests (the pacing it can bear at its peak)."""
         if isinstance(pod, BeRuntime):
             return _BE_MIN_LIMIT
-        s = pod.spec
-        demand = LcDemand(s.model, s.target_ms, s.peak_rps, s.max_batch, s.max_queue_delay_ms)
-        share = self.ctx.sizer.required_share(demand)
-        return 1.0 if share is None else share
+        return pacing_limit(pod, self.ctx.sizer)
 
     def place(self, pod: Pod, gpus: Sequence[GpuRuntime]) -> int | None:
         """Fewest pods among GPUs whose limits and memory still fit."""
