@@ -26,12 +26,26 @@ from arkgpu.sim.colocation.scenarios import Scenario, load_scenario
 from arkgpu.sim.colocation.simulating import RunOptions
 
 ALL_MODES = (
-    "k8s-native", "timeslice", "mps", "mps-equal", "mig", "hami", "tgs", "arkgpu-static", "arkgpu",
+    "k8s-native",
+    "timeslice",
+    "mps",
+    "mps-equal",
+    "mig",
+    "hami",
+    "tgs",
+    "arkgpu-static",
+    "arkgpu",
 )
 """Every mode, in table order (baselines first)."""
 METRICS = (
-    "goodput_rps", "normalized_goodput", "slo_attainment_min_pct", "lc_throughput_rps",
-    "be_throughput_norm", "gpus_used", "gpu_util_pct", "wall_s",
+    "goodput_rps",
+    "normalized_goodput",
+    "slo_attainment_min_pct",
+    "lc_throughput_rps",
+    "be_throughput_norm",
+    "gpus_used",
+    "gpu_util_pct",
+    "wall_s",
 )
 """Per-mode figures averaged over seeds."""
 SIMULATED_NOTE = (
@@ -93,7 +107,9 @@ def _run_seed(spec: BenchSpec, seed: int, keep_series: bool) -> dict[str, Any]:
     for mode in spec.modes:
         options = RunOptions(record_series=keep_series and mode == "arkgpu")
         try:
-            result = simulate(scenario, mode, seed, truth, sizer, options)
+            result = simulate(
+                scenario, mode=mode, seed=seed, truth=truth, sizer=sizer, options=options
+            )
         except ModeNotApplicableError as exc:
             out["skipped"][mode] = str(exc)
             continue
@@ -167,7 +183,12 @@ def ratios(modes: dict[str, Any]) -> dict[str, dict[str, float]]:
             continue
         out[f"arkgpu_vs_{mode}"] = {
             k: (ark[k] / entry[k] if entry[k] > 0 else float("inf"))
-            for k in ("normalized_goodput", "goodput_rps", "lc_throughput_rps", "be_throughput_norm")
+            for k in (
+                "normalized_goodput",
+                "goodput_rps",
+                "lc_throughput_rps",
+                "be_throughput_norm",
+            )
         }
     return out
 
@@ -231,7 +252,9 @@ def plot_arkgpu(result: RunResult, folder: Path) -> list[Path]:
     axes[2].set_ylabel("period p99 / target")
     axes[2].set_xlabel("simulated time (s)")
     axes[0].legend(fontsize=7, ncol=3)
-    fig.suptitle(f"arkgpu on {result.scenario}, seed {result.seed} (simulated on measured V100 profiles)")
+    fig.suptitle(
+        f"arkgpu on {result.scenario}, seed {result.seed} (simulated on measured V100 profiles)"
+    )
     path = folder / f"colocation-{result.scenario}-arkgpu.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -46,7 +46,10 @@ def format_sensitivity(doc: dict[str, Any]) -> str:
     first = next(iter(doc["cases"].values()))
     baselines = [k.removeprefix("arkgpu_vs_") for k in first["ratios"]]
     head = f"{'case':16s}" + "".join(f"{b:>14s}" for b in baselines) + f"{'ark SLO min%':>14s}"
-    lines = [f"arkgpu normalised-goodput gain, scenario {doc['scenario']}, seeds {doc['seeds']}", head]
+    lines = [
+        f"arkgpu normalised-goodput gain, scenario {doc['scenario']}, seeds {doc['seeds']}",
+        head,
+    ]
     for label, case in doc["cases"].items():
         cells = "".join(
             f"{(case['ratios'][f'arkgpu_vs_{b}']['normalized_goodput'] - 1) * 100:+13.1f}%"

@@ -21,7 +21,9 @@ from arkgpu.bench.colocation_sensitivity import format_sensitivity, run_sensitiv
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``colocate run|bench|sensitivity``."""
-    parser = subparsers.add_parser("colocate", help="co-location simulator (LC + BE on shared GPUs)")
+    parser = subparsers.add_parser(
+        "colocate", help="co-location simulator (LC + BE on shared GPUs)"
+    )
     sub = parser.add_subparsers(dest="colocate_command", required=True, metavar="SUBCOMMAND")
     run = sub.add_parser("run", help="one scenario, one mode, one seed")
     run.add_argument("--scenario", default="paper", help="shipped name (paper, large) or TOML path")
@@ -70,14 +72,19 @@ def _run(args: argparse.Namespace) -> int:
                 f"p99 {p99:>7s} ms (target {lc['target_ms']:.0f})"
             )
         for be in entry["be"]:
-            print(f"  BE {be['name']:14s} {be['state']:8s} {be['throughput_norm']:.3f} of a whole GPU")
+            print(
+                f"  BE {be['name']:14s} {be['state']:8s} {be['throughput_norm']:.3f} of a whole GPU"
+            )
     return 0
 
 
 def _bench(args: argparse.Namespace) -> int:
     spec = BenchSpec(
-        args.scenario, parse_modes(args.modes), parse_seeds(args.seeds),
-        args.peak_factor, args.predictor_factor,
+        args.scenario,
+        parse_modes(args.modes),
+        parse_seeds(args.seeds),
+        args.peak_factor,
+        args.predictor_factor,
     )
     doc = run_bench(spec, args.jobs, keep_series=args.plot is not None, progress=_progress)
     print(format_table(doc))

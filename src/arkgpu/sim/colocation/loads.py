@@ -48,7 +48,9 @@ def load_curve(name: str) -> LoadCurve:
             try:
                 values.append(float(row["relative_rate"]))
             except (KeyError, TypeError, ValueError):
-                raise LoadCurveError(f"data/load/{name}.csv:{line}: relative_rate: bad value") from None
+                raise LoadCurveError(
+                    f"data/load/{name}.csv:{line}: relative_rate: bad value"
+                ) from None
     if not values or max(values) <= 0:
         raise LoadCurveError(f"data/load/{name}.csv: no positive rate")
     rates = np.asarray(values)
@@ -57,6 +59,7 @@ def load_curve(name: str) -> LoadCurve:
 
 def poisson_arrivals(
     curve: LoadCurve,
+    *,
     peak_rps: float,
     day_s: float,
     duration_s: float,
@@ -71,6 +74,6 @@ def poisson_arrivals(
     lengths = np.minimum(window_s, duration_s - starts)
     counts = rng.poisson(peak_rps * curve.relative_rate[index] * lengths)
     offsets = rng.random(int(counts.sum()))
-    times = np.repeat(starts, counts) + offsets * np.repeat(lengths, counts)
+    times: NDArray[np.float64] = np.repeat(starts, counts) + offsets * np.repeat(lengths, counts)
     times.sort()
     return times

@@ -186,14 +186,19 @@ class RunResult:
         ]
         norms = self.be_norms()
         out["be"] = [
-            {"name": b.name, "model": b.model, "state": b.state, "iterations": b.iterations,
-             "throughput_norm": norms[b.name]}
+            {
+                "name": b.name,
+                "model": b.model,
+                "state": b.state,
+                "iterations": b.iterations,
+                "throughput_norm": norms[b.name],
+            }
             for b in self.bes
         ]
         return out
 
 
 def _be_norm(b: BeResult, duration_s: float) -> float:
-    """Iterations over those the job does alone on a whole GPU in the horizon (capped by its length)."""
+    """Iterations over those it does alone on a whole GPU in the horizon (capped by its length)."""
     alone = min(float(b.length), b.solo_rate * duration_s)
     return b.iterations / alone if alone > 0 else 0.0

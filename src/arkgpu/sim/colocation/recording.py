@@ -14,12 +14,16 @@ from arkgpu.sim.colocation.runtime import BeRuntime, GpuRuntime, LcRuntime, PodS
 class Recorder:
     """Collects what the metrics need while a run goes."""
 
-    def __init__(self, lcs: Sequence[LcRuntime], bes: Sequence[BeRuntime], keep_series: bool) -> None:
+    def __init__(
+        self, lcs: Sequence[LcRuntime], bes: Sequence[BeRuntime], keep_series: bool
+    ) -> None:
         self._lcs, self._bes, self._keep = list(lcs), list(bes), keep_series
-        self._arrival_index = {lc: 0 for lc in lcs}
+        self._arrival_index = dict.fromkeys(lcs, 0)
         self._latencies: dict[LcRuntime, list[NDArray[np.float32]]] = {lc: [] for lc in lcs}
         self._down: dict[BeRuntime, tuple[float, float]] = {}
-        self._rows: list[tuple[float, list[float], list[float], list[float], list[float], list[float]]] = []
+        self._rows: list[
+            tuple[float, list[float], list[float], list[float], list[float], list[float]]
+        ] = []
         self._loads: dict[LcRuntime, float] = {}
         self._busy_gpu_s = 0.0
         self._time_s = 0.0
@@ -73,14 +77,16 @@ class Recorder:
             for lc in self._lcs
         ]
         running = [lc.state is PodState.RUNNING for lc in self._lcs]
-        self._rows.append((
-            now,
-            [self._loads.get(lc, 0.0) / period for lc in self._lcs],
-            [lc.share if up else 0.0 for lc, up in zip(self._lcs, running, strict=True)],
-            p99,
-            [b.share if b.active else 0.0 for b in self._bes],
-            [b.rate if b.active else 0.0 for b in self._bes],
-        ))
+        self._rows.append(
+            (
+                now,
+                [self._loads.get(lc, 0.0) / period for lc in self._lcs],
+                [lc.share if up else 0.0 for lc, up in zip(self._lcs, running, strict=True)],
+                p99,
+                [b.share if b.active else 0.0 for b in self._bes],
+                [b.rate if b.active else 0.0 for b in self._bes],
+            )
+        )
 
     def gpu_util_pct(self) -> float:
         """Mean busy fraction over GPUs and time, %."""

@@ -39,6 +39,7 @@ def make_sizer(
 
 def simulate(
     scenario: Scenario,
+    *,
     mode: str,
     seed: int,
     truth: GroundTruth,
@@ -48,7 +49,9 @@ def simulate(
     """Run ``scenario`` under ``mode`` with ``seed``."""
     if scenario.gpu != TRUTH_GPU and mode != "mig":
         raise ValueError(f"no measured ground truth for {scenario.gpu} (only {TRUTH_GPU})")
-    return CoLocationSim(scenario, mode, seed, truth, sizer, options).run()
+    return CoLocationSim(
+        scenario, mode=mode, seed=seed, truth=truth, sizer=sizer, options=options
+    ).run()
 
 
 def alone_goodput(
@@ -59,6 +62,9 @@ def alone_goodput(
     options = RunOptions(record_series=False)
     for spec in scenario.lcs:
         solo = dataclasses.replace(scenario, gpus=1, lcs=(spec,), bes=())
-        result = CoLocationSim(solo, "k8s-native", seed, truth, sizer, options).run()
+        sim = CoLocationSim(
+            solo, mode="k8s-native", seed=seed, truth=truth, sizer=sizer, options=options
+        )
+        result = sim.run()
         out[spec.name] = float(result.lcs[0].good)
     return out

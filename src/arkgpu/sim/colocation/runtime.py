@@ -1,4 +1,4 @@
-"""Run-time state of pods and GPUs in the co-location simulator (no behaviour beyond bookkeeping)."""
+"""Run-time state of pods and GPUs in the co-location simulator (bookkeeping only)."""
 
 from __future__ import annotations
 

@@ -92,7 +92,9 @@ class Scenario:
 def shipped_scenarios() -> list[str]:
     """Names of the scenarios shipped in arkgpu/data/scenarios."""
     folder = resources.files("arkgpu") / "data" / "scenarios"
-    return sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml"))
+    return sorted(
+        p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml")
+    )
 
 
 def load_scenario(name_or_path: str | Path) -> Scenario:
@@ -101,7 +103,9 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     if not path.suffix:
         shipped = resources.files("arkgpu") / "data" / "scenarios" / f"{name_or_path}.toml"
         if not shipped.is_file():
-            raise ScenarioError(f"unknown scenario {name_or_path!r} (shipped: {shipped_scenarios()})")
+            raise ScenarioError(
+                f"unknown scenario {name_or_path!r} (shipped: {shipped_scenarios()})"
+            )
         return parse_scenario(shipped.read_text(encoding="utf-8"), f"{name_or_path}.toml")
     if not path.is_file():
         raise ScenarioError(f"{path}: no such scenario file")

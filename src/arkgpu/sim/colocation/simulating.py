@@ -54,6 +54,7 @@ class CoLocationSim:
     def __init__(
         self,
         scenario: Scenario,
+        *,
         mode: str,
         seed: int,
         truth: GroundTruth,
@@ -78,8 +79,12 @@ class CoLocationSim:
     def _lc(self, s: LcSpec) -> LcRuntime:
         sc = self.scenario
         arrivals = poisson_arrivals(
-            load_curve(s.load_curve), s.peak_rps, sc.day_s, sc.duration_s, s.phase_h,
-            stream(self.seed, 0, s.name),
+            load_curve(s.load_curve),
+            peak_rps=s.peak_rps,
+            day_s=sc.day_s,
+            duration_s=sc.duration_s,
+            phase_h=s.phase_h,
+            rng=stream(self.seed, 0, s.name),
         )
         return LcRuntime(s, arrivals, stream(self.seed, 1, s.name))
 
@@ -108,7 +113,7 @@ class CoLocationSim:
 
     # -- LC batcher ------------------------------------------------------------
     def _kick(self, lc: LcRuntime) -> None:
-        """Start a batch if the batcher would now, else wake it when it would (arrivals are known)."""
+        """Start a batch if the batcher would now, else wake it when it will (arrivals known)."""
         if lc.busy or lc.state is not PodState.RUNNING:
             return
         now, arr, head = self.env.now, lc.arrivals, lc.head
@@ -253,22 +258,43 @@ class CoLocationSim:
         lcs = tuple(self._lc_result(lc) for lc in self.lcs)
         bes = tuple(
             BeResult(
-                b.name, b.spec.model, b.state.value, b.iterations,
+                b.name,
+                b.spec.model,
+                b.state.value,
+                b.iterations,
                 1000.0 / self.truth.training_iteration_ms(b.spec.model, b.spec.batch, 1.0),
-                b.finished_at, b.spec.iterations,
+                b.finished_at,
+                b.spec.iterations,
             )
             for b in self.bes
         )
         return RunResult(
-            self.scenario.name, self.mode.key, self.seed, self.scenario.duration_s,
-            self.scenario.gpus, lcs, bes, self.recorder.gpu_util_pct(), len(self.used),
-            self.env.events_fired, wall_s, self.recorder.series(),
+            self.scenario.name,
+            self.mode.key,
+            self.seed,
+            self.scenario.duration_s,
+            self.scenario.gpus,
+            lcs,
+            bes,
+            self.recorder.gpu_util_pct(),
+            len(self.used),
+            self.env.events_fired,
+            wall_s,
+            self.recorder.series(),
         )
 
     def _lc_result(self, lc: LcRuntime) -> LcResult:
         in_flight = lc.batch if lc.busy else 0
         unserved = len(lc.arrivals) - lc.head + in_flight
         return LcResult(
-            lc.name, lc.spec.model, lc.spec.target_ms, lc.state.value, len(lc.arrivals),
-            lc.completed, lc.good, lc.lost, unserved, self.recorder.p99_ms(lc),
+            lc.name,
+            lc.spec.model,
+            lc.spec.target_ms,
+            lc.state.value,
+            len(lc.arrivals),
+            lc.completed,
+            lc.good,
+            lc.lost,
+            unserved,
+            self.recorder.p99_ms(lc),
         )

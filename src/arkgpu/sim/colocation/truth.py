@@ -172,7 +172,9 @@ class GroundTruth:
             self._sat_cache[key] = float(ok[0])
         return self._sat_cache[key]
 
-    def factor(self, victim: str, batch: int, share: float, aggressor: str, agg_batch: int) -> float:
+    def factor(
+        self, victim: str, batch: int, share: float, aggressor: str, agg_batch: int
+    ) -> float:
         """Slowdown (>= 1) of ``victim`` at (batch, share) caused by one active ``aggressor``."""
         table = self._factors.get((victim, aggressor))
         if table is None:
@@ -219,7 +221,7 @@ _PAIR_SHARES = np.array(_PAIR_SHARE_LIST)
 def _log2_weights(batch: int) -> tuple[int, int, float]:
     """Bracketing indices into PAIR_BATCHES and the weight of the upper one."""
     x = min(max(math.log2(batch), 1.0), 5.0)
-    lo = min(int(math.floor(x)) - 1, 3)
+    lo = min(math.floor(x) - 1, 3)
     return lo, lo + 1, x - (lo + 1)
 
 
@@ -232,7 +234,15 @@ def _pair_factors(
     for p in pairs:
         sides = (
             (p.model_a, p.batch_a, p.share_a, p.model_b, p.batch_b, p.latency_a_ms, p.std_a_ms),
-            (p.model_b, p.batch_b, 1.0 - p.share_a, p.model_a, p.batch_a, p.latency_b_ms, p.std_b_ms),
+            (
+                p.model_b,
+                p.batch_b,
+                1.0 - p.share_a,
+                p.model_a,
+                p.batch_a,
+                p.latency_b_ms,
+                p.std_b_ms,
+            ),
         )
         for victim, vb, vs, agg, ab, lat, std in sides:
             if vb not in PAIR_BATCHES or ab not in PAIR_BATCHES:

@@ -33,7 +33,9 @@ from arkgpu.sim.colocation.scenarios import LcSpec
 
 def peak_demand(spec: LcSpec) -> LcDemand:
     """An LC service's demand at its peak rate."""
-    return LcDemand(spec.model, spec.target_ms, spec.peak_rps, spec.max_batch, spec.max_queue_delay_ms)
+    return LcDemand(
+        spec.model, spec.target_ms, spec.peak_rps, spec.max_batch, spec.max_queue_delay_ms
+    )
 
 
 def _workloads(gpu: GpuRuntime) -> list[BeWorkload]:
@@ -61,7 +63,9 @@ class ArkGpuMode(SharingMode):
         snaps = [self._snapshot(g) for g in gpus]
         if isinstance(pod, LcRuntime):
             reserve = self.ctx.options.be_reserve
-            return choose_gpu_for_lc(peak_demand(pod.spec), pod.mem_mib, snaps, self.ctx.sizer, reserve)
+            return choose_gpu_for_lc(
+                peak_demand(pod.spec), pod.mem_mib, snaps, self.ctx.sizer, reserve
+            )
         return choose_gpu_for_be(pod.mem_mib, snaps, self.ctx.sizer)
 
     def _unit(self, gpu: GpuRuntime) -> AdjustmentUnit:
@@ -98,7 +102,9 @@ class ArkGpuMode(SharingMode):
         """BE share over the period: its own plus, when lending, the LC shares left idle."""
         if not self.lends_idle_share:
             return be.share
-        idle = sum((1.0 - busy.get(lc, 0.0)) * lc.share for lc in gpu.lcs if lc.state is PodState.RUNNING)
+        idle = sum(
+            (1.0 - busy.get(lc, 0.0)) * lc.share for lc in gpu.lcs if lc.state is PodState.RUNNING
+        )
         return min(1.0, be.share + idle / len(gpu.running_bes()))
 
     def be_rate(self, be: BeRuntime, gpu: GpuRuntime, busy: Mapping[LcRuntime, float]) -> float:

@@ -82,7 +82,7 @@ class SharingMode(ABC):
     def __init__(self, ctx: ModeContext) -> None:
         self.ctx = ctx
 
-    def check(self) -> None:
+    def check(self) -> None:  # noqa: B027 - optional hook, most modes suit every scenario
         """Raise :class:`ModeNotApplicableError` when the scenario does not suit the mode."""
 
     @abstractmethod
@@ -93,7 +93,7 @@ class SharingMode(ABC):
         """True when over-committed memory is refused at placement (no pod fails)."""
         return True
 
-    def reshare(self, gpu: GpuRuntime) -> None:
+    def reshare(self, gpu: GpuRuntime) -> None:  # noqa: B027 - optional hook (static shares)
         """Set static shares after the pods of ``gpu`` changed."""
 
     @abstractmethod
@@ -104,7 +104,9 @@ class SharingMode(ABC):
     def be_rate(self, be: BeRuntime, gpu: GpuRuntime, busy: Mapping[LcRuntime, float]) -> float:
         """Iterations/s of ``be`` over the last period, given the LC busy fractions."""
 
-    def on_tick(self, gpu: GpuRuntime, observations: Sequence[LcObservation]) -> None:
+    def on_tick(  # noqa: B027 - optional hook (adaptive modes)
+        self, gpu: GpuRuntime, observations: Sequence[LcObservation]
+    ) -> None:
         """Adapt once per control period (adaptive modes)."""
 
 
@@ -138,7 +140,7 @@ def mode_keys() -> list[str]:
 
 
 def spread(pod: Pod, gpus: Sequence[GpuRuntime], exclusive: bool = False) -> int | None:
-    """The GPU with the fewest running pods (lowest index on ties); with ``exclusive`` an empty one."""
+    """The GPU with the fewest running pods (lowest index first); ``exclusive``: an empty one."""
     del pod
     counts = [(len(g.pods()), g.index) for g in gpus]
     n, index = min(counts)
@@ -157,7 +159,7 @@ def busy_corunners(lc: LcRuntime, gpu: GpuRuntime) -> list[tuple[str, int, float
 def be_corunners(
     be: BeRuntime, gpu: GpuRuntime, busy: Mapping[LcRuntime, float]
 ) -> list[tuple[str, int, float]]:
-    """Co-runners of a BE job over a period: LC services weighted by busy fraction, other BE jobs."""
+    """Co-runners of a BE job over a period: LC services weighted by busy fraction, other BEs."""
     out = [(lc.spec.model, max(lc.batch, 1), busy.get(lc, 0.0)) for lc in gpu.lcs]
     out += [(b.spec.model, b.spec.batch, 1.0) for b in gpu.running_bes() if b is not be]
     return out

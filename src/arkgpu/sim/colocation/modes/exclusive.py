@@ -23,8 +23,10 @@ class ExclusiveMode(SharingMode):
 
     def lc_batch_ms(self, lc: LcRuntime, batch: int, gpu: GpuRuntime) -> float:
         """Solo latency on the whole GPU."""
+        del gpu  # alone on its GPU
         return self.ctx.truth.latency_ms(lc.spec.model, batch, 1.0)
 
     def be_rate(self, be: BeRuntime, gpu: GpuRuntime, busy: Mapping[LcRuntime, float]) -> float:
         """One iteration per whole-GPU iteration time."""
+        del gpu, busy  # alone on its GPU
         return 1000.0 / self.ctx.truth.training_iteration_ms(be.spec.model, be.spec.batch, 1.0)

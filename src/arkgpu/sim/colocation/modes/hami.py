@@ -39,7 +39,9 @@ def pacing_limit(lc: LcRuntime, sizer: ShareSizer) -> float:
     sizing rule of :mod:`arkgpu.colocation.sizing` applied with that latency.
     """
     s, c = lc.spec, sizer.config
-    full = np.array([sizer.predictor.latency_ms(s.model, b, 1.0, sizer.gpu) for b in range(1, s.max_batch + 1)])
+    full = np.array(
+        [sizer.predictor.latency_ms(s.model, b, 1.0, sizer.gpu) for b in range(1, s.max_batch + 1)]
+    )
     batches = np.arange(1, s.max_batch + 1)
     for limit in np.arange(0.05, 1.0001, 0.01):
         lat = full / limit

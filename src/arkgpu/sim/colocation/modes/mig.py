@@ -51,8 +51,10 @@ class MigMode(SharingMode):
 
     def lc_batch_ms(self, lc: LcRuntime, batch: int, gpu: GpuRuntime) -> float:
         """Solo latency at the instance's share."""
+        del gpu  # isolated instance
         return self.ctx.truth.latency_ms(lc.spec.model, batch, lc.share)
 
     def be_rate(self, be: BeRuntime, gpu: GpuRuntime, busy: Mapping[LcRuntime, float]) -> float:
         """Solo iteration rate at the instance's share."""
+        del gpu, busy  # isolated instance
         return 1000.0 / self.ctx.truth.training_iteration_ms(be.spec.model, be.spec.batch, be.share)

@@ -41,6 +41,7 @@ class TgsMode(SharingMode):
 
     def be_rate(self, be: BeRuntime, gpu: GpuRuntime, busy: Mapping[LcRuntime, float]) -> float:
         """Whole-GPU rate times the BE rate, split among the GPU's BE jobs."""
+        del busy  # the rate limit, not LC activity, bounds BE work
         frac = self._rate(gpu) / len(gpu.running_bes())
         full = self.ctx.truth.training_iteration_ms(be.spec.model, be.spec.batch, 1.0)
         return 1000.0 * frac / full
