@@ -1,0 +1,113 @@
+"""FGD's fragmentation measure (Weng et al., USENIX ATC 2023).
+
+The *typical pods* are the most frequent pod shapes (CPU, GPU share, GPU
+count, gpu_spec) of the workload that together make up 95% of its pods, with
+their frequencies renormalised to sum to 1. For a node and a typical pod ``t``
+of frequency ``p_t``, the GPU milli that ``t`` could not use counts as
+fragment:
+
+- if ``t`` could be placed there (it asks for GPUs, may use the node's model,
+  finds ``num_gpu`` GPUs with at least ``gpu_milli`` left, and enough CPU),
+  the fragment is what is left on the GPUs too small for it;
+- otherwise (``t`` asks for no GPU, or lacks CPU, GPUs or access) it is all of
+  the node's GPU milli left.
+
+The node's fragmentation is ``sum_t p_t * fragment_t``; the cluster's is the sum
+over nodes. This follows the FGD simulator's ``NodeGpuShareFragAmount`` summed
+over every category but "satisfied".
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from arkgpu.model.cluster import BoolArray, ClusterState, FloatArray, IntArray
+from arkgpu.model.resources import Pod
+
+#: Share of all pods that the typical shapes must cover (the FGD experiments' 95%).
+POPULARITY_THRESHOLD = 0.95
+
+
+@dataclass(frozen=True, slots=True)
+class TypicalPods:
+    """The workload's typical pod shapes as arrays over shapes ``t``."""
+
+    cpu: IntArray
+    milli: IntArray
+    num: IntArray
+    freq: FloatArray
+    specs: tuple[frozenset[str], ...]
+
+    @classmethod
+    def from_pods(cls, pods: Sequence[Pod], threshold: float = POPULARITY_THRESHOLD) -> TypicalPods:
+        """Most frequent shapes covering ``threshold`` of the pods, frequencies renormalised.
+
+        Shapes are ordered by count, then (as the FGD simulator breaks ties)
+        by larger CPU, GPU share, GPU count first.
+        """
+        counts = Counter(p.shape for p in pods)
+        ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0][:3]), reverse=True)
+        chosen, covered = [], 0
+        for shape, count in ranked:
+            if covered >= threshold * len(pods):
+                break
+            chosen.append((shape, count))
+            covered += count
+        return cls(
+            cpu=np.array([s[0] for s, _ in chosen], dtype=np.int64),
+            milli=np.array([s[1] for s, _ in chosen], dtype=np.int64),
+            num=np.array([s[2] for s, _ in chosen], dtype=np.int64),
+            freq=np.array([c / covered for _, c in chosen], dtype=np.float64),
+            specs=tuple(s[3] for s, _ in chosen),
+        )
+
+    def access(self, state: ClusterState) -> BoolArray:
+        """[node, t]: shape ``t`` asks for GPUs and may use the node's GPU model."""
+        columns = [state.allowed_nodes(_spec_probe(spec)) for spec in self.specs]
+        return np.stack(columns, axis=1) & (self.milli > 0)[None, :]
+
+
+def _spec_probe(spec: frozenset[str]) -> Pod:
+    return Pod(name="typical", cpu_milli=0, memory_mib=0, num_gpu=1, gpu_milli=1, gpu_spec=spec)
+
+
+@dataclass(slots=True)
+class FragTables:
+    """Per node and shape: milli on GPUs too small for the shape, and GPUs big enough."""
+
+    small_sum: IntArray
+    """[node, t]: milli left on GPUs with less than ``milli_t`` left."""
+    big_count: IntArray
+    """[node, t]: GPUs with at least ``milli_t`` left."""
+    total: IntArray
+    """[node]: milli left on all GPUs."""
+
+    @classmethod
+    def compute(cls, gpu_left: IntArray, typical: TypicalPods) -> FragTables:
+        """Build the tables for nodes given as rows of ``gpu_left`` (absent slots hold 0)."""
+        big = gpu_left[:, None, :] >= typical.milli[None, :, None]
+        small_sum = np.where(big, 0, gpu_left[:, None, :]).sum(axis=2)
+        return cls(small_sum, big.sum(axis=2), gpu_left.sum(axis=1))
+
+
+def fragmentation(
+    tables: FragTables, cpu_left: IntArray, access: BoolArray, typical: TypicalPods
+) -> FloatArray:
+    """Fragmentation of each node (milli-GPU) from its tables, CPU left and access."""
+    satisfied = (
+        access
+        & (tables.big_count >= typical.num[None, :])
+        & (cpu_left[:, None] >= typical.cpu[None, :])
+    )
+    fragment = np.where(satisfied, tables.small_sum, tables.total[:, None])
+    return np.asarray(fragment @ typical.freq, dtype=np.float64)
+
+
+def cluster_fragmentation(state: ClusterState, typical: TypicalPods) -> float:
+    """FGD's fragmentation of the whole cluster, in milli-GPU."""
+    tables = FragTables.compute(state.gpu_left, typical)
+    return float(fragmentation(tables, state.cpu_left, typical.access(state), typical).sum())
