@@ -1,9 +1,9 @@
 """The two-level performance predictor: latency alone (level 1) and under co-location (level 2)."""
 
 from arkgpu.predictor.config import PredictorConfig
-from arkgpu.predictor.predicting import Predictor, UnknownModelError, default_predictor
+from arkgpu.predictor.predicting import Predictor, default_predictor
 from arkgpu.predictor.storing import PredictorFileError
-from arkgpu.predictor.workloads import Workload
+from arkgpu.predictor.workloads import UnknownModelError, Workload
 
 __all__ = [
     "Predictor",

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -37,6 +38,7 @@ PARAMETER_NAMES: tuple[str, ...] = (
     "parallelism",
     "extra_offset",
     "sharpness",
+    "overlap",
 )
 SHARPNESS_PRIOR = 2.0
 """Sharpness the fit leans towards when the data cannot tell (a quadratic-mean blend)."""
@@ -60,13 +62,33 @@ class SoloCurve:
     """How much further the batch's parallelism reaches than its work, in requests."""
     sharpness: float
     """Exponent of the smooth minimum between share and usable parallelism."""
+    overlap: float = 1.0
+    """Exponent >= 1 combining the fixed and GPU parts: 1 adds them (host work then
+    GPU work), large values take the larger (host work hidden behind the GPU's)."""
 
     def latency_ms(self, batch: float, share: float) -> float:
         """Latency of one batch in ms, by the formula (scalar, no numpy)."""
         k = self.sharpness
         used = self.batch_parallelism(batch)
-        blend: float = (share**-k + used**-k) ** (1.0 / k)
-        return self.fixed_ms + self.work_ms * (batch + self.work_offset) * blend
+        blend = (share**-k + used**-k) ** (1.0 / k)
+        gpu = self.work_ms * (batch + self.work_offset) * blend
+        m = self.overlap
+        result: float = (self.fixed_ms**m + gpu**m) ** (1.0 / m)
+        return result
+
+    def activity(self, batch: float, share: float) -> float:
+        """Busy fraction of the GPU's SMs times the GPU part's share of the latency, in [0, 1].
+
+        The SM fraction is the smooth minimum of ``share`` and u(b) (capped at 1);
+        level 2 uses the product as a workload's pressure on the shared GPU
+        when no L2/DRAM utilisation was measured.
+        """
+        k = self.sharpness
+        used = self.batch_parallelism(batch)
+        occupancy = (share**-k + used**-k) ** (-1.0 / k)
+        gpu = self.work_ms * (batch + self.work_offset) / occupancy
+        duty = gpu / self.latency_ms(batch, share)
+        return float(min(1.0, occupancy) * duty)
 
     def batch_parallelism(self, batch: float) -> float:
         """u(b): the GPU fraction a batch of ``batch`` can keep busy."""
@@ -86,30 +108,74 @@ class SoloCurve:
 
 
 def _evaluate(p: FloatArray, batch: FloatArray, share: FloatArray) -> FloatArray:
-    fixed, work, offset, par, extra, k = p
+    fixed, work, offset, par, extra, k, m = p
     used = par * (batch + offset + extra)
     blend = (share**-k + used**-k) ** (1.0 / k)
-    result: FloatArray = fixed + work * (batch + offset) * blend
+    gpu = work * (batch + offset) * blend
+    result: FloatArray = (fixed**m + gpu**m) ** (1.0 / m)
     return result
 
 
-def _initial(batch: FloatArray, share: FloatArray, latency: FloatArray) -> FloatArray:
+STARTS: tuple[tuple[float, float], ...] = ((0.05, 0.1), (0.5, 0.02), (0.0, 0.5))
+"""(fixed part as a fraction of the smallest latency, parallelism) of each start of the fit:
+a small, a large and no host part, with batches that fill the GPU late, soon or at once."""
+
+
+def _log_jacobian(p: FloatArray, batch: FloatArray, share: FloatArray) -> FloatArray:
+    """d log latency / d parameter, one row per point (the formula differentiated by hand)."""
+    fixed, work, offset, par, extra, k, m = p
+    used = par * (batch + offset + extra)
+    total_s = share**-k + used**-k
+    blend = total_s ** (1.0 / k)
+    gpu = work * (batch + offset) * blend
+    total_t = fixed**m + gpu**m
+    d_fixed = np.full_like(batch, fixed ** (m - 1.0)) / total_t
+    d_gpu = gpu ** (m - 1.0) / total_t
+    d_blend_d_used = -blend * used ** (-k - 1.0) / total_s
+    d_blend_d_k = blend * (
+        -np.log(total_s) / k**2
+        + (-np.log(share) * share**-k - np.log(used) * used**-k) / (k * total_s)
+    )
+    fixed_term = fixed**m * math.log(fixed) if fixed > 0 else 0.0
+    d_m = -np.log(total_t) / m**2 + (fixed_term + gpu**m * np.log(gpu)) / (m * total_t)
+    columns = [
+        d_fixed,
+        d_gpu * (batch + offset) * blend,
+        d_gpu * work * (blend + (batch + offset) * d_blend_d_used * par),
+        d_gpu * work * (batch + offset) * d_blend_d_used * (batch + offset + extra),
+        d_gpu * work * (batch + offset) * d_blend_d_used * par,
+        d_gpu * work * (batch + offset) * d_blend_d_k,
+        d_m,
+    ]
+    return np.column_stack(columns)
+
+
+SCOUT_STEPS = 20
+"""Solver steps each start gets before only the best one is run to convergence."""
+MAX_STEPS = 2000
+"""Cap on the solver's steps for the final fit."""
+
+
+def _initial(
+    batch: FloatArray, share: FloatArray, latency: FloatArray, start: tuple[float, float]
+) -> FloatArray:
     slope_points = latency * share / np.maximum(batch, 1.0)
     work = float(np.median(slope_points))
-    fixed = 0.05 * float(latency.min())
-    return np.array([fixed, max(work, 1e-6), 0.5, 0.1, 1.0, SHARPNESS_PRIOR])
+    fixed = start[0] * float(latency.min())
+    return np.array([fixed, max(work, 1e-6), 0.5, start[1], 1.0, SHARPNESS_PRIOR, 1.5])
 
 
-LOWER = np.array([0.0, 1e-9, 0.0, 1e-4, 0.0, 0.5])
-UPPER = np.array([np.inf, np.inf, 1e3, 1e2, 1e4, 20.0])
+LOWER = np.array([0.0, 1e-9, 0.0, 1e-4, 0.0, 0.5, 1.0])
+UPPER = np.array([np.inf, np.inf, 1e3, 1e2, 1e4, 20.0, 20.0])
 
 
 def fit_curve(batch: FloatArray, share: FloatArray, latency: FloatArray) -> SoloCurve:
     """Fit :class:`SoloCurve` to measured points by least squares on log latency.
 
     Log residuals make the fit minimise relative error, the quantity MAPE
-    reports; weak priors on sharpness and the offsets keep fits on a handful
-    of points (one batch size, say) from running off along flat directions.
+    reports; weak priors on sharpness, overlap and the offsets keep fits on a
+    handful of points (one batch size, say) from running off along flat
+    directions. The fit scouts from each of :data:`STARTS` and runs the best to convergence.
     """
     if len(latency) == 0:
         raise ValueError("cannot fit a curve to no points")
@@ -118,10 +184,28 @@ def fit_curve(batch: FloatArray, share: FloatArray, latency: FloatArray) -> Solo
     def residuals(p: FloatArray) -> FloatArray:
         pred = _evaluate(p, batch, share)
         prior = PRIOR_WEIGHT * np.array(
-            [math.log(p[5] / SHARPNESS_PRIOR), math.log1p(p[2]), math.log1p(p[4])]
+            [math.log(p[5] / SHARPNESS_PRIOR), math.log1p(p[2]), math.log1p(p[4]), math.log(p[6])]
         )
         return np.concatenate([np.log(pred) - log_obs, prior])
 
-    start = np.clip(_initial(batch, share, latency), LOWER, UPPER)
-    fit = least_squares(residuals, start, bounds=(LOWER, UPPER), x_scale="jac", max_nfev=2000)
-    return SoloCurve(*(float(v) for v in fit.x))
+    def jacobian(p: FloatArray) -> FloatArray:
+        prior = np.zeros((4, len(p)))
+        prior[0, 5] = PRIOR_WEIGHT / p[5]
+        prior[1, 2] = PRIOR_WEIGHT / (1.0 + p[2])
+        prior[2, 4] = PRIOR_WEIGHT / (1.0 + p[4])
+        prior[3, 6] = PRIOR_WEIGHT / p[6]
+        return np.vstack([_log_jacobian(p, batch, share), prior])
+
+    def solve(x0: FloatArray, budget: int) -> Any:
+        return least_squares(
+            residuals, x0, jac=jacobian, bounds=(LOWER, UPPER), x_scale="jac", max_nfev=budget
+        )
+
+    scouts = [
+        solve(np.clip(_initial(batch, share, latency, s), LOWER, UPPER), SCOUT_STEPS)
+        for s in STARTS
+    ]
+    best = min(scouts, key=lambda fit: float(fit.cost))
+    if best.status == 0:
+        best = solve(best.x, MAX_STEPS)
+    return SoloCurve(*(float(v) for v in best.x))

@@ -4,24 +4,28 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 
 from arkgpu.predictor.curves import SoloCurve, fit_curve
 from arkgpu.predictor.interference import (
+    FEATURE_SETS,
     Interference,
     Usage,
     features,
     fit_interference,
 )
-from arkgpu.predictor.utilisation import FALLBACK, MIN_POINTS, UtilCurve, fit_util
+from arkgpu.predictor.utilisation import MIN_POINTS, UtilCurve, fit_util
 from arkgpu.predictor.workloads import Workload
 from arkgpu.traces.profiles import PairRecord, SoloRecord
 
+FloatArray = NDArray[np.float64]
 Key = tuple[str, str]
 POOLED = "*"
-"""Model name under which a GPU's pooled utilisation fit is kept."""
+"""GPU name under which the level-2 fit over every GPU's pairs is kept."""
 
 
 def _by_key(solo: Sequence[SoloRecord]) -> dict[Key, list[SoloRecord]]:
@@ -31,7 +35,7 @@ def _by_key(solo: Sequence[SoloRecord]) -> dict[Key, list[SoloRecord]]:
     return groups
 
 
-def _arrays(records: Sequence[SoloRecord]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _arrays(records: Sequence[SoloRecord]) -> tuple[FloatArray, FloatArray, FloatArray]:
     batch = np.array([r.batch for r in records], dtype=np.float64)
     share = np.array([r.share for r in records], dtype=np.float64)
     latency = np.array([r.latency_ms for r in records], dtype=np.float64)
@@ -45,31 +49,16 @@ def fit_curves(solo: Sequence[SoloRecord]) -> dict[Key, SoloCurve]:
     return {key: fit_curve(*_arrays(records)) for key, records in sorted(_by_key(solo).items())}
 
 
-def _util_fit(records: Sequence[SoloRecord], pick: str) -> UtilCurve | None:
-    points = [r for r in records if getattr(r, pick) is not None]
-    if len(points) < MIN_POINTS:
-        return None
-    batch, share, _ = _arrays(points)
-    return fit_util(batch, share, np.array([getattr(r, pick) for r in points]))
-
-
 def fit_utils(solo: Sequence[SoloRecord]) -> dict[tuple[str, str, str], UtilCurve]:
-    """L2 and DRAM utilisation curves keyed (GPU, model, "l2"|"dram").
-
-    Each GPU also gets a pooled fit under model ``"*"`` (all its models' points)
-    when it has any measurements, else :data:`FALLBACK`.
-    """
+    """L2 and DRAM utilisation curves keyed (GPU, model, "l2"|"dram"), where measured."""
     utils: dict[tuple[str, str, str], UtilCurve] = {}
-    by_gpu: dict[str, list[SoloRecord]] = defaultdict(list)
-    for (gpu, model), records in _by_key(solo).items():
-        by_gpu[gpu].extend(records)
+    for (gpu, model), records in sorted(_by_key(solo).items()):
         for pick, name in (("l2_util_pct", "l2"), ("dram_util_pct", "dram")):
-            curve = _util_fit(records, pick)
-            if curve is not None:
-                utils[(gpu, model, name)] = curve
-    for gpu, records in by_gpu.items():
-        for pick, name in (("l2_util_pct", "l2"), ("dram_util_pct", "dram")):
-            utils[(gpu, POOLED, name)] = _util_fit(records, pick) or FALLBACK
+            points = [r for r in records if getattr(r, pick) is not None]
+            if len(points) >= MIN_POINTS:
+                batch, share, _ = _arrays(points)
+                measured = np.array([getattr(r, pick) for r in points], dtype=np.float64)
+                utils[(gpu, model, name)] = fit_util(batch, share, measured)
     return utils
 
 
@@ -78,37 +67,59 @@ class Level1(Protocol):
 
     def latency_ms(self, model: str, batch: int, share: float, gpu: str = ...) -> float: ...
 
-    def usage(self, workload: Workload, gpu: str) -> Usage: ...
+    def usage(self, workload: Workload, gpu: str = ...) -> Usage: ...
+
+    def knows(self, model: str) -> bool: ...
 
 
-def pair_rows(
-    base: Level1, pairs: Sequence[PairRecord]
-) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Feature rows, measured slowdowns and GPU names: two targets per pair (a with b, b with a)."""
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One measured co-located latency: a target workload with one co-runner."""
+
+    gpu: str
+    target: Workload
+    corunner: Workload
+    latency_ms: float
+    """Measured latency of the target's batch."""
+
+
+def pair_targets(pairs: Sequence[PairRecord]) -> list[Target]:
+    """Two targets per pair: a with b, and b with a."""
+    out = []
+    for p in pairs:
+        a = Workload(p.model_a, p.batch_a, p.share_a)
+        b = Workload(p.model_b, p.batch_b, p.share_b)
+        out += [Target(p.gpu, a, b, p.latency_a_ms), Target(p.gpu, b, a, p.latency_b_ms)]
+    return out
+
+
+def _rows(
+    base: Level1, targets: Sequence[Target], kind: str
+) -> tuple[FloatArray, FloatArray, list[str]]:
     rows, slowdowns, gpus = [], [], []
-    for pair in pairs:
-        a = Workload(pair.model_a, pair.batch_a, pair.share_a)
-        b = Workload(pair.model_b, pair.batch_b, pair.share_b)
-        usage_a, usage_b = base.usage(a, pair.gpu), base.usage(b, pair.gpu)
-        for target, ut, uo, measured in (
-            (a, usage_a, usage_b, pair.latency_a_ms),
-            (b, usage_b, usage_a, pair.latency_b_ms),
-        ):
-            alone = base.latency_ms(target.model, target.batch, target.share, pair.gpu)
-            rows.append(features(ut, uo))
-            slowdowns.append(measured / alone)
-            gpus.append(pair.gpu)
-    return np.array(rows), np.array(slowdowns), gpus
+    for t in targets:
+        if not (base.knows(t.target.model) and base.knows(t.corunner.model)):
+            continue  # no solo profile: level 1 cannot say what the slowdown is relative to
+        ut, uo = base.usage(t.target, t.gpu), base.usage(t.corunner, t.gpu)
+        if kind == "memory" and not (ut.measured and uo.measured):
+            continue
+        alone = base.latency_ms(t.target.model, t.target.batch, t.target.share, t.gpu)
+        rows.append(features(kind, ut, uo))
+        slowdowns.append(t.latency_ms / alone)
+        gpus.append(t.gpu)
+    width = len(FEATURE_SETS[kind](Usage(1.0, 0.0), Usage(1.0, 0.0)))
+    return np.array(rows).reshape(-1, width), np.array(slowdowns), gpus
 
 
-def fit_pairs(base: Level1, pairs: Sequence[PairRecord]) -> dict[str, Interference]:
-    """Level-2 coefficients per GPU with pairs, plus a pooled fit under ``"*"``."""
-    if not pairs:
-        return {POOLED: Interference.none()}
-    rows, slowdowns, gpus = pair_rows(base, pairs)
-    names = np.array(gpus)
-    fitted = {POOLED: fit_interference(rows, slowdowns)}
-    for gpu in sorted(set(gpus)):
-        mask = names == gpu
-        fitted[gpu] = fit_interference(rows[mask], slowdowns[mask])
+def fit_pairs(base: Level1, pairs: Sequence[PairRecord]) -> dict[tuple[str, str], Interference]:
+    """Level-2 coefficients keyed (GPU or ``"*"`` for all pairs pooled, feature set)."""
+    targets = pair_targets(pairs)
+    fitted: dict[tuple[str, str], Interference] = {}
+    for kind in FEATURE_SETS:
+        rows, slowdowns, gpus = _rows(base, targets, kind)
+        names = np.array(gpus)
+        fitted[(POOLED, kind)] = fit_interference(kind, rows, slowdowns)
+        for gpu in sorted(set(gpus)):
+            mask = names == gpu
+            fitted[(gpu, kind)] = fit_interference(kind, rows[mask], slowdowns[mask])
     return fitted

@@ -4,21 +4,35 @@ The slowdown of a target workload t sharing a GPU with co-runners j is::
 
     slowdown(t) = 1 + sum_j  theta . f(t, j)
 
-with the contention features (utilisations in fractions of the whole GPU,
-predicted for each workload alone at its batch and share)::
+with one of two feature sets, chosen by what was measured:
 
-    f(t, j) = [ l2_j, dram_j, l2_t * l2_j, dram_t * dram_j, share_j * share_t ]
+``memory`` (every workload involved has measured L2 and DRAM utilisation;
+utilisations are fractions of the whole GPU, predicted for each workload
+alone at its batch and share)::
 
-the co-runner's L2 and DRAM pressure, the same pressure weighted by how much
-the target itself uses each (a workload that barely touches memory barely
+    f(t, j) = [ l2_j, dram_j, l2_t * l2_j, dram_t * dram_j, share_t * share_j ]
+
+the co-runner's L2 and DRAM pressure, the same weighted by how much the
+target itself uses each (a workload that barely touches memory barely
 notices), and the compute-share overlap (MPS shares are not perfectly
-isolated). The coefficients ``theta`` are fitted by non-negative least
-squares, so the slowdown is >= 1 by construction and grows with every
-co-runner's use of the memory system.
+isolated).
+
+``activity`` (otherwise; from level 1 alone)::
+
+    f(t, j) = [ a_j, a_t * a_j, share_t * share_j ]
+
+where a workload's activity ``a`` is the fraction of the GPU's SMs its batch
+keeps busy times the fraction of its latency the GPU part takes
+(:meth:`arkgpu.predictor.curves.SoloCurve.activity`).
+
+The coefficients ``theta`` are fitted by non-negative least squares on
+features that are all >= 0, so the slowdown is >= 1 by construction and never
+falls when a co-runner is added or uses more of the GPU.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,63 +40,90 @@ from numpy.typing import NDArray
 from scipy.optimize import nnls
 
 FloatArray = NDArray[np.float64]
-FEATURE_NAMES: tuple[str, ...] = ("l2", "dram", "l2_x_l2", "dram_x_dram", "share_x_share")
 
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """What level 2 knows about one workload alone: its share and its memory-system use."""
+    """What level 2 knows about one workload alone."""
 
     share: float
     """Compute share in (0, 1]."""
-    l2: float
-    """L2 utilisation as a fraction of the whole GPU."""
-    dram: float
-    """DRAM bandwidth utilisation as a fraction of the whole GPU."""
+    activity: float
+    """Busy SM fraction times GPU duty cycle, in [0, 1] (from level 1)."""
+    l2: float | None = None
+    """L2 utilisation as a fraction of the whole GPU; None when never measured."""
+    dram: float | None = None
+    """DRAM bandwidth utilisation as a fraction of the whole GPU; None when never measured."""
+
+    @property
+    def measured(self) -> bool:
+        """Whether L2 and DRAM utilisation are known for this workload's model."""
+        return self.l2 is not None and self.dram is not None
 
 
-def features(target: Usage, corunner: Usage) -> FloatArray:
-    """f(t, j) of the module docstring, one row."""
-    return np.array(
-        [
-            corunner.l2,
-            corunner.dram,
-            target.l2 * corunner.l2,
-            target.dram * corunner.dram,
-            target.share * corunner.share,
-        ]
-    )
+def _memory(t: Usage, j: Usage) -> list[float]:
+    tl2, tdram, jl2, jdram = t.l2 or 0.0, t.dram or 0.0, j.l2 or 0.0, j.dram or 0.0
+    return [jl2, jdram, tl2 * jl2, tdram * jdram, t.share * j.share]
+
+
+def _activity(t: Usage, j: Usage) -> list[float]:
+    return [j.activity, t.activity * j.activity, t.share * j.share]
+
+
+FEATURE_SETS: dict[str, Callable[[Usage, Usage], list[float]]] = {
+    "memory": _memory,
+    "activity": _activity,
+}
+"""Feature functions by name; see the module docstring."""
+FEATURE_NAMES: dict[str, tuple[str, ...]] = {
+    "memory": ("l2", "dram", "l2_x_l2", "dram_x_dram", "share_x_share"),
+    "activity": ("activity", "activity_x_activity", "share_x_share"),
+}
+
+
+def feature_set_for(target: Usage, corunners: list[Usage]) -> str:
+    """``memory`` when every workload has measured utilisation, else ``activity``."""
+    return "memory" if target.measured and all(u.measured for u in corunners) else "activity"
+
+
+def features(kind: str, target: Usage, corunner: Usage) -> FloatArray:
+    """f(t, j) of feature set ``kind``, one row."""
+    return np.array(FEATURE_SETS[kind](target, corunner))
 
 
 @dataclass(frozen=True, slots=True)
 class Interference:
-    """Fitted level-2 coefficients (non-negative), one per feature in :data:`FEATURE_NAMES`."""
+    """Fitted level-2 coefficients (non-negative) of one feature set."""
 
+    kind: str
+    """Feature set name, a key of :data:`FEATURE_SETS`."""
     theta: tuple[float, ...]
-    """Coefficients of f(t, j); all >= 0."""
+    """Coefficients of f(t, j), in :data:`FEATURE_NAMES` order; all >= 0."""
 
     def slowdown(self, target: Usage, corunners: list[Usage]) -> float:
         """Slowdown factor (>= 1) of ``target`` with ``corunners`` on the same GPU."""
+        feature = FEATURE_SETS[self.kind]
         extra = 0.0
         for corunner in corunners:
-            extra += float(np.dot(self.theta, features(target, corunner)))
+            extra += sum(t * f for t, f in zip(self.theta, feature(target, corunner), strict=True))
         return 1.0 + extra
 
     @staticmethod
-    def none() -> Interference:
+    def none(kind: str) -> Interference:
         """The "no interference" model: slowdown 1 whatever the co-runners."""
-        return Interference(tuple(0.0 for _ in FEATURE_NAMES))
+        return Interference(kind, tuple(0.0 for _ in FEATURE_NAMES[kind]))
 
 
-def fit_interference(rows: FloatArray, slowdowns: FloatArray) -> Interference:
+def fit_interference(kind: str, rows: FloatArray, slowdowns: FloatArray) -> Interference:
     """Fit theta by non-negative least squares on relative error.
 
     ``rows`` holds f(t, j) summed over each target's co-runners, ``slowdowns``
     the measured latency divided by the level-1 prediction alone. Dividing
-    both sides by the slowdown weighs each pair by its relative error.
+    both sides by the slowdown weighs each pair by its relative error. No
+    rows: no interference.
     """
     if len(slowdowns) == 0:
-        raise ValueError("cannot fit interference to no pairs")
+        return Interference.none(kind)
     weight = 1.0 / slowdowns
     theta, _ = nnls(rows * weight[:, None], (slowdowns - 1.0) * weight)
-    return Interference(tuple(float(v) for v in theta))
+    return Interference(kind, tuple(float(v) for v in theta))

@@ -18,10 +18,10 @@ from arkgpu.model.gpus import UnknownGpuModelError, gpu_model
 from arkgpu.predictor.config import PredictorConfig
 from arkgpu.predictor.curves import SoloCurve
 from arkgpu.predictor.fitting import POOLED, fit_curves, fit_pairs, fit_utils
-from arkgpu.predictor.interference import Interference, Usage
+from arkgpu.predictor.interference import Interference, Usage, feature_set_for
 from arkgpu.predictor.storing import read_predictor, write_predictor
-from arkgpu.predictor.utilisation import FALLBACK, UtilCurve
-from arkgpu.predictor.workloads import Workload, check_query
+from arkgpu.predictor.utilisation import UtilCurve
+from arkgpu.predictor.workloads import UnknownModelError, Workload, check_query
 from arkgpu.traces.profiles import (
     PairRecord,
     SoloRecord,
@@ -34,10 +34,6 @@ FloatArray = NDArray[np.float64]
 DEFAULT_GPU = "V100"
 
 
-class UnknownModelError(KeyError):
-    """A DNN model the predictor has no profile for, on any GPU."""
-
-
 class Predictor:
     """Fitted two-level predictor; build with :meth:`fit` or :meth:`load`."""
 
@@ -45,7 +41,7 @@ class Predictor:
         self,
         curves: dict[tuple[str, str], SoloCurve],
         utils: dict[tuple[str, str, str], UtilCurve],
-        interference: dict[str, Interference],
+        interference: dict[tuple[str, str], Interference],
         config: PredictorConfig,
     ) -> None:
         self.curves = curves
@@ -63,12 +59,16 @@ class Predictor:
         """Fit level 1 on ``solo`` and level 2 on ``pairs`` (none: no interference)."""
         config = config or PredictorConfig()
         curves, utils = fit_curves(solo), fit_utils(solo)
-        base = cls(curves, utils, {POOLED: Interference.none()}, config)
+        base = cls(curves, utils, {}, config)
         return cls(curves, utils, fit_pairs(base, pairs), config)
 
     def models(self, gpu: str = DEFAULT_GPU) -> list[str]:
         """DNN models profiled on ``gpu``, sorted."""
         return sorted(model for g, model in self.curves if g == gpu)
+
+    def knows(self, model: str) -> bool:
+        """Whether ``model`` was profiled on any GPU (so that it can be predicted)."""
+        return any(name == model for _, name in self.curves)
 
     def gpus(self) -> list[str]:
         """GPU models with at least one profiled DNN model, sorted."""
@@ -133,23 +133,32 @@ class Predictor:
             out[mask] = curve.latency_ms_many(batch[mask], share[mask] * factor)
         return out
 
-    def _util(self, model: str, gpu: str, kind: str) -> UtilCurve:
-        return self.utils.get((gpu, model, kind)) or self.utils.get((gpu, POOLED, kind)) or FALLBACK
-
     def usage(self, workload: Workload, gpu: str = DEFAULT_GPU) -> Usage:
-        """Share and predicted L2/DRAM use (fractions of the GPU) of ``workload`` alone."""
+        """What level 2 uses of ``workload`` alone: share, activity, L2/DRAM use if measured."""
         b, s = workload.batch, workload.share
-        l2 = self._util(workload.model, gpu, "l2").util_pct(b, s) / 100.0
-        dram = self._util(workload.model, gpu, "dram").util_pct(b, s) / 100.0
-        return Usage(s, l2, dram)
+        curve, factor = self.curve(workload.model, gpu)
+        l2 = self.utils.get((gpu, workload.model, "l2"))
+        dram = self.utils.get((gpu, workload.model, "dram"))
+        return Usage(
+            share=s,
+            activity=curve.activity(b, s * factor),
+            l2=None if l2 is None else l2.util_pct(b, s) / 100.0,
+            dram=None if dram is None else dram.util_pct(b, s) / 100.0,
+        )
 
     def slowdown(
         self, target: Workload, corunners: Sequence[Workload], gpu: str = DEFAULT_GPU
     ) -> float:
-        """Level 2: factor (>= 1) by which ``corunners`` stretch ``target``'s latency."""
-        model = self.interference.get(gpu) or self.interference[POOLED]
+        """Level 2: factor (>= 1) by which ``corunners`` stretch ``target``'s latency.
+
+        Uses the GPU's own fit when its pairs were measured, else the fit pooled
+        over every GPU's pairs, else no interference (no pairs at all).
+        """
+        mine = self.usage(target, gpu)
         others = [self.usage(w, gpu) for w in corunners]
-        return model.slowdown(self.usage(target, gpu), others)
+        kind = feature_set_for(mine, others)
+        model = self.interference.get((gpu, kind)) or self.interference.get((POOLED, kind))
+        return 1.0 if model is None else model.slowdown(mine, others)
 
     def colocated_latency_ms(
         self, target: Workload, corunners: Sequence[Workload], gpu: str = DEFAULT_GPU

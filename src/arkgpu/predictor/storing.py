@@ -25,7 +25,7 @@ def write_predictor(
     path: Path | str,
     curves: dict[tuple[str, str], SoloCurve],
     utils: dict[tuple[str, str, str], UtilCurve],
-    interference: dict[str, Interference],
+    interference: dict[tuple[str, str], Interference],
     config: PredictorConfig,
 ) -> None:
     """Write a predictor's fitted parts to ``path`` as JSON."""
@@ -37,10 +37,15 @@ def write_predictor(
         "utilisation": [
             {"gpu": g, "model": m, "kind": k, **u.to_dict()} for (g, m, k), u in utils.items()
         ],
-        "level2": {
-            "features": list(FEATURE_NAMES),
-            "theta": {gpu: list(i.theta) for gpu, i in interference.items()},
-        },
+        "level2": [
+            {
+                "gpu": gpu,
+                "features": kind,
+                "names": list(FEATURE_NAMES[kind]),
+                "theta": list(i.theta),
+            }
+            for (gpu, kind), i in interference.items()
+        ],
     }
     Path(path).write_text(json.dumps(doc, indent=1) + "\n")
 
@@ -60,12 +65,15 @@ def _parse(doc: dict[str, Any]) -> tuple[Any, ...]:
         (e["gpu"], e["model"], e["kind"]): UtilCurve(*_numbers(e, UTIL_NAMES))
         for e in doc["utilisation"]
     }
-    if list(doc["level2"]["features"]) != list(FEATURE_NAMES):
-        raise ValueError(f"level-2 features {doc['level2']['features']} are not {FEATURE_NAMES}")
-    interference = {
-        gpu: Interference(tuple(float(v) for v in theta))
-        for gpu, theta in doc["level2"]["theta"].items()
-    }
+    interference = {}
+    for entry in doc["level2"]:
+        kind = entry["features"]
+        if kind not in FEATURE_NAMES or list(entry["names"]) != list(FEATURE_NAMES[kind]):
+            raise ValueError(f"unknown level-2 features {kind!r} {entry.get('names')}")
+        theta = tuple(float(v) for v in entry["theta"])
+        if len(theta) != len(FEATURE_NAMES[kind]) or min(theta, default=0.0) < 0:
+            raise ValueError(f"level-2 theta {theta} does not fit features {kind!r}")
+        interference[(str(entry["gpu"]), kind)] = Interference(kind, theta)
     return curves, utils, interference, PredictorConfig.from_dict(doc["config"])
 
 

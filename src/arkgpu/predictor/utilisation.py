@@ -6,9 +6,8 @@ not measured. Per (GPU, DNN model) the fit is log-linear::
     util_pct(b, s) = min(100, exp(log_scale) * b**batch_exponent * s**share_exponent)
 
 fitted by least squares on log utilisation over the measured solo points. A
-model with no utilisation measurements gets the GPU's pooled fit (every
-model's points together), and a GPU with none gets :data:`FALLBACK` (a
-typical mid-size CNN on the V100 of iGniter's profiles; documented guess).
+model without such measurements has no curve, and level 2 then uses its
+activity features instead (:mod:`arkgpu.predictor.interference`).
 """
 
 from __future__ import annotations
@@ -51,9 +50,6 @@ class UtilCurve:
     def to_dict(self) -> dict[str, float]:
         """Parameters by name (for JSON)."""
         return asdict(self)
-
-
-FALLBACK = UtilCurve(log_scale=math.log(5.0), batch_exponent=0.3, share_exponent=0.7)
 
 
 def fit_util(batch: FloatArray, share: FloatArray, util_pct: FloatArray) -> UtilCurve:

@@ -26,3 +26,10 @@ def check_query(batch: float, share: float) -> None:
         raise ValueError(f"batch must be >= 1, got {batch}")
     if not 0.0 < share <= 1.0:
         raise ValueError(f"share must be in (0, 1], got {share}")
+
+
+class UnknownModelError(KeyError, ValueError):
+    """A DNN model the predictor has no profile for, on any GPU (a KeyError and a ValueError)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

@@ -64,3 +64,20 @@ def test_unknown_model_and_bad_queries_raise(fitted: Predictor) -> None:
         fitted.latency_ms("resnet50", 1, 1.5)
     with pytest.raises(ValueError, match="batch"):
         Workload("resnet50", 0, 0.5)
+
+
+def test_pairs_of_unprofiled_models_are_left_out_of_level2(fitted: Predictor) -> None:
+    """A pair whose model has no solo profile cannot be fitted; the rest still are."""
+    from arkgpu.traces.profiles import (  # noqa: PLC0415
+        PairRecord,
+        default_profile_dir,
+        load_pair_profiles,
+        load_solo_profiles,
+    )
+
+    directory = default_profile_dir()
+    solo = [r for r in load_solo_profiles(directory) if r.gpu == "V100"]
+    stranger = PairRecord("V100", "gpt", 1, 0.5, "resnet50", 4, 0.5, 50.0, 5.0)
+    refit = Predictor.fit(solo, [*load_pair_profiles(directory), stranger])
+    assert refit.interference[("V100", "memory")] == fitted.interference[("V100", "memory")]
+    assert not refit.knows("gpt")

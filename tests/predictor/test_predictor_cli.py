@@ -1,0 +1,89 @@
+"""The ``arkgpu profiles`` and ``arkgpu predictor`` commands, end to end on small inputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from arkgpu.cli.main import main
+
+
+def test_import_fit_show_round_trip(
+    shared_profiles: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Import iGniter, fit on the result, show a model: files, table and PNG are produced."""
+    out = tmp_path / "igniter_v100"
+    assert (
+        main(
+            [
+                "profiles",
+                "import",
+                "--from",
+                "igniter",
+                str(shared_profiles / "igniter_v100"),
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert (tmp_path / "igniter_v100_solo.csv").exists()
+    assert (tmp_path / "igniter_v100_pairs.csv").exists()
+    model = tmp_path / "p.json"
+    assert main(["predictor", "fit", "--profiles", str(tmp_path), "--out", str(model)]) == 0
+    png = tmp_path / "r.png"
+    code = main(
+        ["predictor", "show", str(model), "--model", "resnet50", "--batch", "8", "--png", str(png)]
+    )
+    assert code == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = capsys.readouterr().out
+    assert "resnet50, batch 8" in text
+    assert "forward+backward" in text
+
+
+def test_eval_prints_json_with_both_levels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``predictor eval --json`` reports level1, level2 and baselines with MAPE and p90,
+    and ``--plot`` draws them."""
+    from arkgpu.traces.profiles import default_profile_dir  # noqa: PLC0415
+
+    code = main(
+        [
+            "predictor",
+            "eval",
+            "--profiles",
+            str(default_profile_dir()),
+            "--gpu",
+            "V100",
+            "--split",
+            "random",
+            "--seed",
+            "1",
+            "--json",
+            "--plot",
+            str(tmp_path / "e.png"),
+        ]
+    )
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["split"] == "random"
+    assert (tmp_path / "e.png").read_bytes()[:4] == b"\x89PNG"
+    for section in (report["level1"], report["level2"], *report["baselines"]["level2"].values()):
+        assert {"mape_pct", "p90_ape_pct"} <= set(section)
+
+
+def test_bad_input_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A malformed profile or predictor file: exit status 2 and an error naming the file."""
+    bad = tmp_path / "x_solo.csv"
+    bad.write_text("gpu,model\nV100,resnet50\n")
+    assert main(["predictor", "fit", "--profiles", str(bad), "--out", str(tmp_path / "p")]) == 2
+    assert "x_solo.csv:1" in capsys.readouterr().err
+    junk = tmp_path / "junk.json"
+    junk.write_text("{")
+    assert main(["predictor", "show", str(junk), "--model", "a", "--batch", "1"]) == 2
+    assert "junk.json" in capsys.readouterr().err

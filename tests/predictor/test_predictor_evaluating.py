@@ -1,0 +1,78 @@
+"""Held-out evaluation: splits hold out what they say, and the report has the issue's fields."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from arkgpu.predictor.evaluating import SPLITS, evaluate, summarise
+from arkgpu.traces.profiles import (
+    PairRecord,
+    SoloRecord,
+    default_profile_dir,
+    load_pair_profiles,
+    load_solo_profiles,
+)
+
+
+@pytest.fixture(scope="module")
+def igniter() -> tuple[list[SoloRecord], list[PairRecord]]:
+    """iGniter's V100 solo and pair records from the shipped files."""
+    directory = default_profile_dir()
+    solo = [r for r in load_solo_profiles(directory) if r.gpu == "V100"]
+    return solo, load_pair_profiles(directory)
+
+
+def test_leave_one_batch_out_holds_out_every_record_once(
+    igniter: tuple[list[SoloRecord], list[PairRecord]],
+) -> None:
+    """Each solo record is tested in exactly one fold, never trained on in that fold."""
+    solo, pairs = igniter
+    folds = SPLITS["leave-one-batch-out"](solo, pairs, 0)
+    tested = Counter(id(r) for fold in folds for r in fold.solo_test)
+    assert len(tested) == len(solo)
+    assert set(tested.values()) == {1}
+    for fold in folds:
+        held = {r.batch for r in fold.solo_test}
+        assert len(held) == 1
+        assert all(r.batch not in held for r in fold.solo_train)
+        assert all(p.batch_a not in held and p.batch_b not in held for p in fold.pair_train)
+
+
+def test_leave_one_model_out_never_trains_level2_on_the_model(
+    igniter: tuple[list[SoloRecord], list[PairRecord]],
+) -> None:
+    """The held-out model appears in no training pair of its fold."""
+    solo, pairs = igniter
+    for fold in SPLITS["leave-one-model-out"](solo, pairs, 0):
+        common = set.intersection(*({p.model_a, p.model_b} for p in fold.pair_test))
+        assert len(common) == 1
+        (model,) = common
+        assert all(model not in (p.model_a, p.model_b) for p in fold.pair_train)
+
+
+def test_random_split_report_beats_no_interference(
+    igniter: tuple[list[SoloRecord], list[PairRecord]],
+) -> None:
+    """The JSON report has level1/level2/baselines with MAPE and p90, and level 2 is more
+    accurate than assuming no interference on held-out pairs."""
+    solo, pairs = igniter
+    report = evaluate(solo, pairs, "random", seed=3).to_dict()
+    for level in ("level1", "level2"):
+        assert set(report[level]) >= {"mape_pct", "p90_ape_pct"}  # type: ignore[arg-type]
+    baselines = report["baselines"]
+    assert set(baselines["level1"]) == {"gbm", "share-scaling"}  # type: ignore[index]
+    assert set(baselines["level2"]) == {"no-interference", "igniter-linear"}  # type: ignore[index]
+    no_interference = baselines["level2"]["no-interference"]["mape_pct"]  # type: ignore[index]
+    assert report["level2"]["mape_pct"] < no_interference  # type: ignore[index]
+    assert report["level1"]["count"] == round(0.2 * len(solo))  # type: ignore[index]
+
+
+def test_summary_drops_unpredictable_points_and_unknown_split_raises() -> None:
+    """NaN errors (no prediction possible) are not scored; an unknown split is an error."""
+    summary = summarise([1.0, float("nan"), 3.0])
+    assert (summary.mape_pct, summary.count) == (2.0, 2)
+    assert summarise([]).mape_pct is None
+    with pytest.raises(ValueError, match="unknown split"):
+        evaluate([], [], "by-moon-phase")

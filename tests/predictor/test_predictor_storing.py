@@ -1,0 +1,50 @@
+"""Predictor files: versioned JSON, refused with a clear error when wrong."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from arkgpu.predictor import Predictor, PredictorFileError
+
+
+def _saved(fitted: Predictor, tmp_path: Path) -> tuple[Path, dict[str, object]]:
+    path = tmp_path / "p.json"
+    fitted.save(path)
+    return path, json.loads(path.read_text())
+
+
+def test_other_version_is_refused(fitted: Predictor, tmp_path: Path) -> None:
+    """A file of another format version names both versions and how to refit."""
+    path, doc = _saved(fitted, tmp_path)
+    doc["version"] = 99
+    path.write_text(json.dumps(doc))
+    with pytest.raises(PredictorFileError, match=r"version 99.*version 1.*predictor fit"):
+        Predictor.load(path)
+
+
+def test_corrupt_files_are_refused(fitted: Predictor, tmp_path: Path) -> None:
+    """Truncated JSON, a foreign JSON file and a damaged entry each raise PredictorFileError."""
+    path, doc = _saved(fitted, tmp_path)
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])
+    with pytest.raises(PredictorFileError, match="invalid JSON"):
+        Predictor.load(path)
+    path.write_text(json.dumps({"hello": 1}))
+    with pytest.raises(PredictorFileError, match="not a predictor file"):
+        Predictor.load(path)
+    doc["level1"][0]["work_ms"] = "fast"  # type: ignore[index]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(PredictorFileError, match="corrupt"):
+        Predictor.load(path)
+
+
+def test_negative_interference_coefficient_is_refused(fitted: Predictor, tmp_path: Path) -> None:
+    """A level-2 coefficient below zero would allow slowdowns under 1: refused on load."""
+    path, doc = _saved(fitted, tmp_path)
+    doc["level2"][0]["theta"][0] = -1.0  # type: ignore[index]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(PredictorFileError, match="corrupt"):
+        Predictor.load(path)
