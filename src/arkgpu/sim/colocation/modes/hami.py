@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from arkgpu.colocation.sizing import ShareSizer
-from arkgpu.sim.colocation.modes.base import SharingMode, register_mode
+from arkgpu.sim.colocation.modes.base import ModeContext, SharingMode, register_mode
 from arkgpu.sim.colocation.modes.timeslice import be_time_fraction, contexts_with_work
 from arkgpu.sim.colocation.runtime import BeRuntime, GpuRuntime, LcRuntime, Pod
 
@@ -57,11 +57,17 @@ def pacing_limit(lc: LcRuntime, sizer: ShareSizer) -> float:
 class HamiMode(SharingMode):
     """Static compute and memory limits, time-sliced contexts, token-bucket pacing."""
 
+    def __init__(self, ctx: ModeContext) -> None:
+        super().__init__(ctx)
+        self._limits: dict[str, float] = {}
+
     def limit(self, pod: Pod) -> float:
         """Static compute limit an LC service requests (the pacing it can bear at its peak)."""
         if isinstance(pod, BeRuntime):
             return _BE_MIN_LIMIT
-        return pacing_limit(pod, self.ctx.sizer)
+        if pod.name not in self._limits:
+            self._limits[pod.name] = pacing_limit(pod, self.ctx.sizer)
+        return self._limits[pod.name]
 
     def place(self, pod: Pod, gpus: Sequence[GpuRuntime]) -> int | None:
         """Fewest pods among GPUs whose limits and memory still fit."""
