@@ -102,7 +102,7 @@ def _run_seed(spec: BenchSpec, seed: int, keep_series: bool) -> dict[str, Any]:
     """Every mode of ``spec`` on one seed (one worker process)."""
     scenario, truth = _scenario(spec), default_truth()
     sizer = make_sizer(error_factor=spec.predictor_factor)
-    alone = alone_goodput(scenario, seed, truth, make_sizer())
+    alone = alone_goodput(scenario, seed, truth, sizer)  # k8s-native: the sizer is unused
     out: dict[str, Any] = {"seed": seed, "modes": {}, "skipped": {}, "series": {}}
     for mode in spec.modes:
         options = RunOptions(record_series=keep_series and mode == "arkgpu")
