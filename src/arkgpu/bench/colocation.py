@@ -48,6 +48,7 @@ METRICS = (
     "gpus_used",
     "gpu_util_pct",
     "wall_s",
+    "cpu_s",
 )
 """Per-mode figures averaged over seeds."""
 SIMULATED_NOTE = (
@@ -203,7 +204,8 @@ def format_table(doc: dict[str, Any]) -> str:
     """One row per mode, then arkgpu's gains over each mode."""
     head = (
         f"{'mode':14s} {'goodput/s':>10s} {'norm.goodput':>12s} {'SLO min %':>9s} "
-        f"{'LC tput/s':>10s} {'BE norm':>8s} {'GPUs':>5s} {'util %':>7s} {'wall s':>7s}"
+        f"{'LC tput/s':>10s} {'BE norm':>8s} {'GPUs':>5s} {'util %':>7s} {'wall s':>7s} "
+        f"{'cpu s':>6s}"
     )
     lines = [f"scenario {doc['scenario']}, seeds {doc['seeds']} ({doc['note']})", head]
     for mode, e in doc["modes"].items():
@@ -211,7 +213,7 @@ def format_table(doc: dict[str, Any]) -> str:
             f"{mode:14s} {e['goodput_rps']:10.1f} {e['normalized_goodput']:12.3f} "
             f"{e['slo_attainment_min_pct']:9.2f} {e['lc_throughput_rps']:10.1f} "
             f"{e['be_throughput_norm']:8.3f} {e['gpus_used']:5.1f} {e['gpu_util_pct']:7.1f} "
-            f"{e['wall_s']:7.1f}"
+            f"{e['wall_s']:7.1f} {e['cpu_s']:6.1f}"
         )
     for mode, reason in doc["skipped"].items():
         lines.append(f"{mode:14s} n/a: {reason}")

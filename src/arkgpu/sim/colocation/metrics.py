@@ -115,6 +115,8 @@ class RunResult:
     """Events handled (cost)."""
     wall_s: float
     """Wall-clock seconds the run took."""
+    cpu_s: float
+    """CPU seconds the run took (less sensitive than wall time to a loaded machine)."""
     series: Series | None = field(default=None, repr=False)
     """Time series, when recorded."""
 
@@ -164,6 +166,7 @@ class RunResult:
             "gpus_used": self.gpus_used,
             "gpu_util_pct": self.gpu_util_pct,
             "wall_s": self.wall_s,
+            "cpu_s": self.cpu_s,
         }
 
     def to_dict(self, lc_alone_good: Mapping[str, float]) -> dict[str, Any]:

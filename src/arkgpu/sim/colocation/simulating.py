@@ -243,7 +243,7 @@ class CoLocationSim:
     # -- run -------------------------------------------------------------------
     def run(self) -> RunResult:
         """Simulate the whole horizon and return the results."""
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         self.mode.check()
         self._admit()
         if self.mode.fault_domain and self.options.modes.fault_rate_per_h > 0:
@@ -252,9 +252,9 @@ class CoLocationSim:
         sc = self.scenario
         self.env.schedule(min(sc.control_period_s, sc.duration_s), self._tick, priority=1)
         self.env.run(sc.duration_s)
-        return self._result(time.perf_counter() - started)
+        return self._result(time.perf_counter() - started, time.process_time() - cpu)
 
-    def _result(self, wall_s: float) -> RunResult:
+    def _result(self, wall_s: float, cpu_s: float) -> RunResult:
         lcs = tuple(self._lc_result(lc) for lc in self.lcs)
         bes = tuple(
             BeResult(
@@ -280,6 +280,7 @@ class CoLocationSim:
             len(self.used),
             self.env.events_fired,
             wall_s,
+            cpu_s,
             self.recorder.series(),
         )
 
