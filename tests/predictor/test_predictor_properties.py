@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arkgpu.predictor import Predictor, Workload
-from arkgpu.predictor.curves import LOWER, UPPER, SoloCurve
+from arkgpu.predictor.curves import LOWER, UPPER, SoloCurve, fit_curve
 from arkgpu.predictor.interference import FEATURE_NAMES, Interference, Usage
 
 PROPERTY_SETTINGS = settings(max_examples=150, deadline=None, derandomize=True)
@@ -93,3 +93,35 @@ def test_fitted_colocated_latency_is_never_below_alone(
     for gpu in ("V100", "A100-80GB"):
         alone = fitted.latency_ms(target.model, target.batch, target.share, gpu)
         assert fitted.colocated_latency_ms(target, corunners, gpu) >= alone
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(curves, st.integers(0, 2**32 - 1), st.integers(3, 40))
+def test_fitting_any_curves_points_gives_a_finite_curve(
+    truth: SoloCurve, seed: int, points: int
+) -> None:
+    """Fitting noisy points of any curve in bounds raises no warning (warnings are errors here)
+    and returns a curve that is finite and reproduces the points' scale."""
+    rng = np.random.default_rng(seed)
+    batch = rng.integers(1, 129, points).astype(np.float64)
+    share = rng.uniform(0.05, 1.0, points)
+    latency = truth.latency_ms_many(batch, share) * rng.lognormal(0.0, 0.05, points)
+    fitted = fit_curve(batch, share, latency)
+    predicted = fitted.latency_ms_many(batch, share)
+    assert np.all(np.isfinite(predicted))
+    assert np.median(np.abs(np.log(predicted / latency))) < 0.5
+
+
+@PROPERTY_SETTINGS
+@given(st.lists(st.tuples(workloads, st.sampled_from(["V100", "A100-80GB", "H100"])), min_size=1))
+def test_vectorised_equals_scalar_on_random_queries(
+    fitted: Predictor, queries: list[tuple[Workload, str]]
+) -> None:
+    """latency_ms_many agrees with latency_ms query by query, on profiled and other GPUs."""
+    for gpu in {g for _, g in queries}:
+        mine = [w for w, g in queries if g == gpu]
+        many = fitted.latency_ms_many(
+            [w.model for w in mine], [w.batch for w in mine], [w.share for w in mine], gpu
+        )
+        one = [fitted.latency_ms(w.model, w.batch, w.share, gpu) for w in mine]
+        np.testing.assert_allclose(many, one, rtol=1e-12)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -13,10 +14,12 @@ from rich.progress import Progress
 from rich.table import Table
 
 from arkgpu.predictor import Predictor, default_predictor
-from arkgpu.predictor.evaluating import SPLITS, ErrorSummary, Evaluation, evaluate
+from arkgpu.predictor.evaluating import ErrorSummary, Evaluation, evaluate
 from arkgpu.predictor.plotting import plot_evaluation, plot_latency_vs_share, share_table
+from arkgpu.predictor.splitting import SPLITS
 from arkgpu.predictor.timing import time_predictor
 from arkgpu.traces.profiles import load_pair_profiles, load_solo_profiles
+from arkgpu.traces.profiles_importing import load_igniter_l2_slopes
 
 SHOW_SHARES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
@@ -35,6 +38,11 @@ def register(subparsers: Any) -> None:
     ev.add_argument("--seed", type=int, default=0, help="seed of the random split")
     ev.add_argument("--json", action="store_true", help="print the report as JSON")
     ev.add_argument("--plot", type=Path, help="also draw the errors as a bar chart (PNG)")
+    ev.add_argument(
+        "--igniter-config",
+        type=Path,
+        help="iGniter's Algorithm_config_v100.jsonl: adds the igniter-published baseline",
+    )
     ev.set_defaults(handler=run_eval)
     bench = commands.add_parser("bench", help="time predictions (cost figures of the issue)")
     bench.add_argument("--queries", type=int, default=10_000, help="vectorised call size")
@@ -55,6 +63,11 @@ def register(subparsers: Any) -> None:
 def _profiles_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profiles", type=Path, required=True, help="canonical profile dir/file")
     parser.add_argument("--gpu", help="use only records of this GPU model")
+    parser.add_argument(
+        "--no-utilisation",
+        action="store_true",
+        help="drop measured L2/DRAM utilisation, as on a GPU where it was never measured",
+    )
 
 
 def _load(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
@@ -63,6 +76,8 @@ def _load(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
     if args.gpu:
         solo = [r for r in solo if r.gpu == args.gpu]
         pairs = [p for p in pairs if p.gpu == args.gpu]
+    if args.no_utilisation:
+        solo = [dataclasses.replace(r, l2_util_pct=None, dram_util_pct=None) for r in solo]
     if not solo:
         raise ValueError(f"no solo profile records in {args.profiles}")
     return solo, pairs
@@ -87,7 +102,10 @@ def run_eval(args: argparse.Namespace) -> int:
         def step(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        result = evaluate(solo, pairs, args.split, seed=args.seed, on_fold=step)
+        slopes = load_igniter_l2_slopes(args.igniter_config) if args.igniter_config else None
+        result = evaluate(
+            solo, pairs, args.split, seed=args.seed, on_fold=step, published_l2_slopes=slopes
+        )
     if args.json:
         print(json.dumps(result.to_dict(), indent=1))
     else:

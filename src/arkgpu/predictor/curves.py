@@ -2,7 +2,8 @@
 
 The formula (one set of parameters per GPU and DNN model)::
 
-    latency(b, s) = fixed_ms + work_ms * (b + work_offset) * blend(s, u(b))
+    latency(b, s) = (fixed_ms**overlap + gpu(b, s)**overlap) ** (1 / overlap)
+    gpu(b, s)     = work_ms * (b + work_offset) * blend(s, u(b))
     blend(s, u)   = (s**-sharpness + u**-sharpness) ** (1 / sharpness)
     u(b)          = parallelism * (b + work_offset + extra_offset)
 
@@ -11,13 +12,16 @@ The formula (one set of parameters per GPU and DNN model)::
 of the GPU that is the smaller of the share ``s`` and what the batch can keep
 busy, ``u(b)``; the two are blended by a smooth minimum whose ``sharpness`` says
 how abruptly a small batch stops gaining from more share. ``fixed_ms`` is the
-part that no share speeds up (launch, copies, host work).
+part that no share speeds up (launch, copies, host work); ``overlap`` >= 1 says
+how much of it hides behind the GPU part (1: none, they add up; large: the
+longer of the two sets the latency, as in host-bound serving loops).
 
 Monotone by construction for every parameter inside the fitted bounds (all
->= 0, sharpness > 0): latency never rises with share, and never falls with
-batch, since work/u(b) = (work_ms/parallelism)(b+o)/(b+o+e) and the smooth
-minimum both grow with b. It interpolates smoothly between measured points,
-grows as 1/s when the share shrinks and linearly in b for large batches.
+>= 0, sharpness > 0, overlap >= 1): latency never rises with share, and never
+falls with batch, since work/u(b) = (work_ms/parallelism)(b+o)/(b+o+e) and the
+smooth minimum both grow with b, and the power mean grows with gpu(b, s). It
+interpolates smoothly between measured points, grows as 1/s when the share
+shrinks and linearly in b for large batches.
 """
 
 from __future__ import annotations
@@ -150,6 +154,8 @@ def _log_jacobian(p: FloatArray, batch: FloatArray, share: FloatArray) -> FloatA
     return np.column_stack(columns)
 
 
+BAD_RESIDUAL = 1e3
+"""Residual given to a trial point whose latency overflows or is not positive."""
 SCOUT_STEPS = 20
 """Solver steps each start gets before only the best one is run to convergence."""
 MAX_STEPS = 2000
@@ -186,7 +192,8 @@ def fit_curve(batch: FloatArray, share: FloatArray, latency: FloatArray) -> Solo
         prior = PRIOR_WEIGHT * np.array(
             [math.log(p[5] / SHARPNESS_PRIOR), math.log1p(p[2]), math.log1p(p[4]), math.log(p[6])]
         )
-        return np.concatenate([np.log(pred) - log_obs, prior])
+        misfit = np.log(np.where(pred > 0, pred, np.nan)) - log_obs
+        return np.concatenate([np.nan_to_num(misfit, nan=BAD_RESIDUAL, posinf=BAD_RESIDUAL), prior])
 
     def jacobian(p: FloatArray) -> FloatArray:
         prior = np.zeros((4, len(p)))
@@ -197,9 +204,15 @@ def fit_curve(batch: FloatArray, share: FloatArray, latency: FloatArray) -> Solo
         return np.vstack([_log_jacobian(p, batch, share), prior])
 
     def solve(x0: FloatArray, budget: int) -> Any:
-        return least_squares(
-            residuals, x0, jac=jacobian, bounds=(LOWER, UPPER), x_scale="jac", max_nfev=budget
-        )
+        with np.errstate(all="ignore"):  # trial steps may overflow; residuals then say so
+            return least_squares(
+                residuals,
+                x0,
+                jac=lambda p: np.nan_to_num(jacobian(p), nan=0.0, posinf=0.0, neginf=0.0),
+                bounds=(LOWER, UPPER),
+                x_scale="jac",
+                max_nfev=budget,
+            )
 
     scouts = [
         solve(np.clip(_initial(batch, share, latency, s), LOWER, UPPER), SCOUT_STEPS)

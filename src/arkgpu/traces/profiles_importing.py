@@ -22,6 +22,7 @@ and returns canonical records; errors name the file, line and field.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -206,3 +207,48 @@ def import_profiles(kind: str, source: Path | str) -> Imported:
 
 
 __all__ = ["IMPORTERS", "Imported", "ProfileFormatError", "import_profiles"]
+
+
+def load_igniter_l2_slopes(path: Path | str) -> dict[str, float]:
+    """iGniter's published per-model L2 contention slopes from ``Algorithm_config_v100.jsonl``.
+
+    iGniter (``i-Gniter/Algorithm/igniter-algorithm.py``) stretches a model's GPU
+    active time by ``1 + k_l2 * (co-runners' L2 %)`` with
+    ``k_l2 = ((activetime_2 * frequency_2 / max_frequency) / activetime_1 - 1) / l2cache``,
+    from the model profiled alone and beside a copy of itself. Returns ``{model: k_l2}``
+    (per L2 %). Errors name the file, the line and the key.
+    """
+    entries: dict[str, dict[str, object]] = {}
+    lines: dict[str, int] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, text in enumerate(handle, start=1):
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ProfileFormatError(path, number, "-", f"not JSON ({exc.msg})") from None
+            for key, values in data.items():
+                entries.setdefault(key, {}).update(values)
+                lines.setdefault(key, number)
+    max_frequency = _config_number(path, lines, entries, "hardware", "maxGPUfrequency")
+    slopes = {}
+    for model in sorted(k for k in entries if k != "hardware" and "l2cache" in entries[k]):
+        active_1, active_2, frequency_2, l2 = (
+            _config_number(path, lines, entries, model, key)
+            for key in ("activetime_1", "activetime_2", "frequency_2", "l2cache")
+        )
+        slopes[model] = ((active_2 * frequency_2 / max_frequency) / active_1 - 1.0) / l2
+    return slopes
+
+
+def _config_number(
+    path: Path | str,
+    lines: dict[str, int],
+    entries: dict[str, dict[str, object]],
+    section: str,
+    key: str,
+) -> float:
+    value = entries.get(section, {}).get(key)
+    if not isinstance(value, int | float) or value <= 0:
+        problem = f"{section}.{key} is {value!r}, not a positive number"
+        raise ProfileFormatError(path, lines.get(section, 1), key, problem)
+    return float(value)
