@@ -100,7 +100,11 @@ def test_bench_document_has_the_agreed_keys(tmp_path: Path) -> None:
             assert len(entry["per_seed"][key]) == 2
             assert entry[key] == pytest.approx(sum(entry["per_seed"][key]) / 2)
     assert "mig" in doc["skipped"]
-    ratio = doc["ratios"]["arkgpu_vs_mps"]["normalized_goodput"]
+    assert (
+        doc["ratio_details"]["arkgpu_vs_mps"]["normalized_goodput"]
+        == doc["ratios"]["arkgpu_vs_mps"]
+    )
+    ratio = doc["ratios"]["arkgpu_vs_mps"]
     assert ratio == pytest.approx(
         doc["modes"]["arkgpu"]["normalized_goodput"] / doc["modes"]["mps"]["normalized_goodput"]
     )
