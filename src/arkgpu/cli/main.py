@@ -15,7 +15,14 @@ from importlib import import_module
 from arkgpu import __version__
 
 #: Modules under ``arkgpu.cli`` that add command groups, in help order.
-COMMAND_MODULES: tuple[str, ...] = ("demo", "placement", "profiles", "predictor", "limiter")
+COMMAND_MODULES: tuple[str, ...] = (
+    "demo",
+    "placement",
+    "colocate",
+    "profiles",
+    "predictor",
+    "limiter",
+)
 
 
 class CliError(Exception):
