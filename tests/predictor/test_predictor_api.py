@@ -94,3 +94,47 @@ def test_other_gpus_are_predicted_by_speed_ratio(fitted: Predictor) -> None:
     assert h100 <= v100
     with pytest.raises(ValueError, match="unknown GPU model"):
         fitted.latency_ms("alexnet", 8, 0.5, "Voodoo2")
+
+
+def test_pair_scales_fit_measured_combinations_only(fitted: Predictor) -> None:
+    """Each measured (target, co-runner) model combination gets a scale >= 0 that brings the
+    fit closer to its pairs; an infinite prior turns scales off; unmeasured ones use 1."""
+    from arkgpu.predictor.fitting import pair_targets  # noqa: PLC0415
+    from arkgpu.traces.profiles import (  # noqa: PLC0415
+        default_profile_dir,
+        load_pair_profiles,
+        load_solo_profiles,
+    )
+
+    directory = default_profile_dir()
+    solo = [r for r in load_solo_profiles(directory) if r.gpu == "V100"]
+    pairs = load_pair_profiles(directory)
+    plain = Predictor.fit(solo, pairs, PredictorConfig(pair_prior=float("inf")))
+    assert plain.pair_scales == {}
+    assert len(fitted.pair_scales) == 12
+    assert all(scale >= 0 for scale in fitted.pair_scales.values())
+
+    def error(predictor: Predictor) -> float:
+        targets = pair_targets(pairs)
+        return sum(
+            abs(predictor.colocated_latency_ms(t.target, [t.corunner]) / t.latency_ms - 1)
+            for t in targets
+        ) / len(targets)
+
+    assert error(fitted) < error(plain)
+    alone = fitted.latency_ms("alexnet", 4, 0.5, "A100-80GB")
+    other = fitted.colocated_latency_ms(
+        Workload("alexnet", 4, 0.5), [Workload("vgg19", 8, 0.5)], "A100-80GB"
+    )
+    assert other >= alone
+
+
+def test_a_new_model_is_predicted_from_one_point(fitted: Predictor) -> None:
+    """with_model adds a curve through the measured point, shaped like the GPU's other models,
+    monotone, and leaves the original predictor unchanged."""
+    grown = fitted.with_model("newnet", 8, 0.5, 12.0, "V100")
+    assert grown.latency_ms("newnet", 8, 0.5) == pytest.approx(12.0, rel=0.03)
+    assert grown.latency_ms("newnet", 32, 0.5) > grown.latency_ms("newnet", 8, 0.5)
+    assert grown.latency_ms("newnet", 8, 0.2) > grown.latency_ms("newnet", 8, 0.5)
+    assert not fitted.knows("newnet")
+    assert grown.latency_ms("vgg19", 4, 0.3) == fitted.latency_ms("vgg19", 4, 0.3)

@@ -6,7 +6,8 @@ from collections import Counter
 
 import pytest
 
-from arkgpu.predictor.evaluating import SPLITS, evaluate, summarise
+from arkgpu.predictor.evaluating import evaluate, summarise
+from arkgpu.predictor.splitting import SPLITS
 from arkgpu.traces.profiles import (
     PairRecord,
     SoloRecord,

@@ -48,3 +48,12 @@ def test_negative_interference_coefficient_is_refused(fitted: Predictor, tmp_pat
     path.write_text(json.dumps(doc))
     with pytest.raises(PredictorFileError, match="corrupt"):
         Predictor.load(path)
+
+
+def test_negative_pair_scale_is_refused(fitted: Predictor, tmp_path: Path) -> None:
+    """A per-combination scale below zero would allow slowdowns under 1: refused on load."""
+    path, doc = _saved(fitted, tmp_path)
+    doc["pair_scales"][0]["scale"] = -0.5  # type: ignore[index]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(PredictorFileError, match="corrupt"):
+        Predictor.load(path)

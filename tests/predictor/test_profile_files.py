@@ -152,3 +152,23 @@ def test_igniter_published_slopes_are_read_with_located_errors(
     )
     with pytest.raises(ProfileFormatError, match=r"config.jsonl:2: field 'activetime_1'"):
         load_igniter_l2_slopes(bad)
+
+
+def test_spreadsheet_exports_load(tmp_path: Path) -> None:
+    """A file saved by a spreadsheet (byte-order mark, columns reordered, an extra column,
+    CRLF line ends) loads the same as a plain one; an empty file names its missing header."""
+    text = "note,model,gpu,batch,share,latency_ms,throughput_per_s,l2_util_pct,dram_util_pct\r\n"
+    text += "x,resnet50,V100,8,0.5,11.6,714.7,15.2,\r\n"
+    path = tmp_path / "sheet_solo.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    (record,) = load_solo_profiles(path)
+    assert (record.gpu, record.model, record.batch, record.l2_util_pct) == (
+        "V100",
+        "resnet50",
+        8,
+        15.2,
+    )
+    assert record.dram_util_pct is None
+    empty = _write(tmp_path, "empty_solo.csv", "")
+    with pytest.raises(ProfileFormatError, match=r"empty_solo\.csv:1: field 'gpu'"):
+        load_solo_profiles(empty)

@@ -15,7 +15,14 @@ from importlib import import_module
 from arkgpu import __version__
 
 #: Modules under ``arkgpu.cli`` that add command groups, in help order.
-COMMAND_MODULES: tuple[str, ...] = ("demo", "placement", "profiles", "predictor")
+COMMAND_MODULES: tuple[str, ...] = (
+    "demo",
+    "placement",
+    "colocate",
+    "profiles",
+    "predictor",
+    "limiter",
+)
 
 
 class CliError(Exception):
@@ -24,7 +31,10 @@ class CliError(Exception):
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the full parser with every command group registered."""
-    parser = argparse.ArgumentParser(prog="arkgpu", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="arkgpu",
+        description="ArkGPU: share NVIDIA GPUs between latency-critical and best-effort work.",
+    )
     parser.add_argument("--version", action="version", version=f"arkgpu {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:

@@ -14,8 +14,9 @@ from rich.progress import Progress
 from rich.table import Table
 
 from arkgpu.predictor import Predictor, default_predictor
-from arkgpu.predictor.evaluating import SPLITS, ErrorSummary, Evaluation, evaluate
+from arkgpu.predictor.evaluating import ErrorSummary, Evaluation, evaluate
 from arkgpu.predictor.plotting import plot_evaluation, plot_latency_vs_share, share_table
+from arkgpu.predictor.splitting import SPLITS
 from arkgpu.predictor.timing import time_predictor
 from arkgpu.traces.profiles import load_pair_profiles, load_solo_profiles
 from arkgpu.traces.profiles_importing import load_igniter_l2_slopes

@@ -36,9 +36,20 @@ class PredictorConfig:
     NVIDIA's datasheets (SXM parts), a spec every GPU has; a GPU missing here is
     scaled by its SM count from :mod:`arkgpu.model.gpus`."""
 
+    pair_prior: float = 5.0
+    """Strength, in measured targets, of the prior that a (target model, co-runner model)
+    combination slows down as the shared features say (scale 1). With n measured targets
+    of that combination the fitted scale moves n / (n + pair_prior) of the way to its
+    least-squares value: 5 lets a few stray measurements move it little while iGniter's
+    125 pairs per combination decide it. ``inf`` turns the per-combination scale off."""
+
     def to_dict(self) -> dict[str, object]:
         """The settings as JSON-ready values."""
-        return {"training_factor": self.training_factor, "gpu_speed": dict(self.gpu_speed)}
+        return {
+            "training_factor": self.training_factor,
+            "gpu_speed": dict(self.gpu_speed),
+            "pair_prior": self.pair_prior,
+        }
 
     @staticmethod
     def from_dict(values: dict[str, object]) -> PredictorConfig:
@@ -51,4 +62,8 @@ class PredictorConfig:
             isinstance(v, int | float) and v > 0 for v in speed.values()
         ):
             raise ValueError("gpu_speed must map GPU names to positive numbers")
-        return PredictorConfig(float(factor), {str(k): float(v) for k, v in speed.items()})
+        prior = values.get("pair_prior")
+        if not isinstance(prior, int | float) or prior < 0:
+            raise ValueError(f"pair_prior must be a number >= 0, got {prior!r}")
+        speeds = {str(k): float(v) for k, v in speed.items()}
+        return PredictorConfig(float(factor), speeds, float(prior))

@@ -2,7 +2,8 @@
 
 The formula (one set of parameters per GPU and DNN model)::
 
-    latency(b, s) = fixed_ms + work_ms * (b + work_offset) * blend(s, u(b))
+    latency(b, s) = (fixed_ms**overlap + gpu(b, s)**overlap) ** (1 / overlap)
+    gpu(b, s)     = work_ms * (b + work_offset) * blend(s, u(b))
     blend(s, u)   = (s**-sharpness + u**-sharpness) ** (1 / sharpness)
     u(b)          = parallelism * (b + work_offset + extra_offset)
 
@@ -11,13 +12,16 @@ The formula (one set of parameters per GPU and DNN model)::
 of the GPU that is the smaller of the share ``s`` and what the batch can keep
 busy, ``u(b)``; the two are blended by a smooth minimum whose ``sharpness`` says
 how abruptly a small batch stops gaining from more share. ``fixed_ms`` is the
-part that no share speeds up (launch, copies, host work).
+part that no share speeds up (launch, copies, host work); ``overlap`` >= 1 says
+how much of it hides behind the GPU part (1: none, they add up; large: the
+longer of the two sets the latency, as in host-bound serving loops).
 
 Monotone by construction for every parameter inside the fitted bounds (all
->= 0, sharpness > 0): latency never rises with share, and never falls with
-batch, since work/u(b) = (work_ms/parallelism)(b+o)/(b+o+e) and the smooth
-minimum both grow with b. It interpolates smoothly between measured points,
-grows as 1/s when the share shrinks and linearly in b for large batches.
+>= 0, sharpness > 0, overlap >= 1): latency never rises with share, and never
+falls with batch, since work/u(b) = (work_ms/parallelism)(b+o)/(b+o+e) and the
+smooth minimum both grow with b, and the power mean grows with gpu(b, s). It
+interpolates smoothly between measured points, grows as 1/s when the share
+shrinks and linearly in b for large batches.
 """
 
 from __future__ import annotations

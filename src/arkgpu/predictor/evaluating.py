@@ -6,173 +6,27 @@ and predicts its test part; the absolute percentage errors of all folds are
 pooled into MAPE and p90. A held-out solo record whose (GPU, model) has no
 training record left (a model measured at one batch size, held out by
 leave-one-batch-out) cannot be predicted at level 1 and is not scored; the
-reported counts show how many were. Splits register by name with :func:`split`.
+reported counts show how many were. Splits live in :mod:`arkgpu.predictor.splitting`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
+from arkgpu.predictor.anchoring import pick_anchor
 from arkgpu.predictor.baselines import GbmLevel1, fit_igniter_linear, share_scaling
 from arkgpu.predictor.config import PredictorConfig
 from arkgpu.predictor.fitting import Target, pair_targets
 from arkgpu.predictor.predicting import Predictor
+from arkgpu.predictor.splitting import SPLITS, Fold
 from arkgpu.predictor.workloads import Workload
 from arkgpu.traces.profiles import PairRecord, SoloRecord
 
 FloatArray = NDArray[np.float64]
-TEST_FRACTION = 0.2
-"""Share of records held out by the random split (the issue's 80/20)."""
-
-
-@dataclass(frozen=True)
-class Fold:
-    """One train/test division of the solo and pair records."""
-
-    solo_train: list[SoloRecord]
-    solo_test: list[SoloRecord]
-    pair_train: list[PairRecord]
-    pair_test: list[PairRecord]
-    scored: Callable[[Workload], bool] = lambda _: True
-    """Which targets of the test pairs this fold scores (each target once over all folds)."""
-
-
-SplitFunction = Callable[[Sequence[SoloRecord], Sequence[PairRecord], int], list[Fold]]
-SPLITS: dict[str, SplitFunction] = {}
-
-
-def split(name: str) -> Callable[[SplitFunction], SplitFunction]:
-    """Register a split under ``name``; a duplicate name raises."""
-
-    def register(function: SplitFunction) -> SplitFunction:
-        if name in SPLITS:
-            raise ValueError(f"split {name!r} registered twice")
-        SPLITS[name] = function
-        return function
-
-    return register
-
-
-T = TypeVar("T")
-
-
-def _random_halves(items: Sequence[T], rng: np.random.Generator) -> tuple[list[T], list[T]]:
-    order = rng.permutation(len(items))
-    cut = round(len(items) * TEST_FRACTION)
-    return [items[i] for i in order[cut:]], [items[i] for i in order[:cut]]
-
-
-@split("random")
-def random_split(solo: Sequence[SoloRecord], pairs: Sequence[PairRecord], seed: int) -> list[Fold]:
-    """One fold: a random 20% of solo records and, independently, 20% of pairs held out."""
-    rng = np.random.default_rng(seed)
-    solo_train, solo_test = _random_halves(solo, rng)
-    pair_train, pair_test = _random_halves(pairs, rng)
-    return [Fold(solo_train, solo_test, pair_train, pair_test)]
-
-
-def _matching(key: Callable[[Workload], object], value: object) -> Callable[[Workload], bool]:
-    def matches(workload: Workload) -> bool:
-        return key(workload) == value
-
-    return matches
-
-
-def _leave_one_out(
-    solo: Sequence[SoloRecord],
-    pairs: Sequence[PairRecord],
-    solo_key: Callable[[SoloRecord], object],
-    pair_keys: Callable[[PairRecord], tuple[object, object]],
-    target_key: Callable[[Workload], object],
-) -> list[Fold]:
-    values = sorted({solo_key(r) for r in solo} | {k for p in pairs for k in pair_keys(p)}, key=str)
-    folds = []
-    for value in values:
-        folds.append(
-            Fold(
-                [r for r in solo if solo_key(r) != value],
-                [r for r in solo if solo_key(r) == value],
-                [p for p in pairs if value not in pair_keys(p)],
-                [p for p in pairs if value in pair_keys(p)],
-                _matching(target_key, value),
-            )
-        )
-    return folds
-
-
-@split("leave-one-batch-out")
-def leave_one_batch_out(
-    solo: Sequence[SoloRecord], pairs: Sequence[PairRecord], seed: int
-) -> list[Fold]:
-    """One fold per batch size: every solo record and every pair with that batch held out;
-    the fold scores the held-out pairs' targets of that batch (each target once)."""
-    del seed
-    return _leave_one_out(
-        solo, pairs, lambda r: r.batch, lambda p: (p.batch_a, p.batch_b), lambda w: w.batch
-    )
-
-
-@split("leave-one-share-out")
-def leave_one_share_out(
-    solo: Sequence[SoloRecord], pairs: Sequence[PairRecord], seed: int
-) -> list[Fold]:
-    """One fold per share (a MIG size stands for a smaller GPU): predict an unseen size."""
-    del seed
-    return _leave_one_out(
-        solo,
-        pairs,
-        lambda r: round(r.share, 4),
-        lambda p: (round(p.share_a, 4), round(p.share_b, 4)),
-        lambda w: round(w.share, 4),
-    )
-
-
-@split("leave-one-model-out")
-def leave_one_model_out(
-    solo: Sequence[SoloRecord], pairs: Sequence[PairRecord], seed: int
-) -> list[Fold]:
-    """One fold per DNN model: every pair involving it held out from level 2.
-
-    Level 1 is fitted per model and cannot predict a model never profiled, so
-    every solo record stays in training and level 1 reports no error here:
-    a new model gets its solo profile, never its interference, measured.
-    """
-    del seed
-    models = sorted({p.model_a for p in pairs} | {p.model_b for p in pairs})
-    return [
-        Fold(
-            list(solo),
-            [],
-            [p for p in pairs if model not in (p.model_a, p.model_b)],
-            [p for p in pairs if model in (p.model_a, p.model_b)],
-            _matching(lambda w: w.model, model),
-        )
-        for model in models
-    ]
-
-
-@split("cross-gpu")
-def cross_gpu(solo: Sequence[SoloRecord], pairs: Sequence[PairRecord], seed: int) -> list[Fold]:
-    """One fold per GPU model: predict its models from their profiles on the other GPUs.
-
-    The predictor then scales shares by the GPUs' speed ratio (config
-    ``gpu_speed``). Only models profiled on another GPU are scored; level 2 is
-    not scored (its pairs were measured on one GPU).
-    """
-    del seed, pairs
-    folds = []
-    for gpu in sorted({r.gpu for r in solo}):
-        train = [r for r in solo if r.gpu != gpu]
-        elsewhere = {r.model for r in train}
-        test = [r for r in solo if r.gpu == gpu and r.model in elsewhere]
-        if train and test:
-            folds.append(Fold(train, test, [], []))
-    return folds
 
 
 @dataclass(frozen=True)
@@ -219,7 +73,32 @@ class Errors:
         table.setdefault(name, []).extend(values.tolist())
 
 
+def _new_model_level1(fold: Fold, predictor: Predictor, errors: Errors) -> None:
+    model = fold.new_model
+    others = {key: c for key, c in predictor.curves.items() if key[1] != model}
+    if model is None or not others:
+        return
+    without = Predictor(others, predictor.utils, predictor.interference, predictor.config)
+    for gpu in sorted({r.gpu for r in fold.solo_train if r.model == model}):
+        mine = [r for r in fold.solo_train if r.model == model and r.gpu == gpu]
+        anchor = pick_anchor(mine)
+        test = [r for r in mine if r is not anchor]
+        if not test:
+            continue
+        guess = without.with_model(model, anchor.batch, anchor.share, anchor.latency_ms, gpu)
+        measured = np.array([r.latency_ms for r in test])
+        ours = guess.latency_ms_many(model, [r.batch for r in test], [r.share for r in test], gpu)
+        errors.level1.extend(ape(ours, measured).tolist())
+        naive = [
+            anchor.latency_ms * r.batch * anchor.share / (anchor.batch * r.share) for r in test
+        ]
+        errors.add(errors.baselines1, "anchor-proportional", ape(np.array(naive), measured))
+
+
 def _level1(fold: Fold, predictor: Predictor, errors: Errors, seed: int) -> None:
+    if fold.new_model is not None:
+        _new_model_level1(fold, predictor, errors)
+        return
     if not fold.solo_test:
         return
     known = {model for _, model in predictor.curves}

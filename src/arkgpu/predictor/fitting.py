@@ -72,6 +72,14 @@ class Level1(Protocol):
     def knows(self, model: str) -> bool: ...
 
 
+class Level2(Level1, Protocol):
+    """A predictor fitted at both levels, whose per-combination scales are still all 1."""
+
+    def slowdown(
+        self, target: Workload, corunners: Sequence[Workload], gpu: str = ...
+    ) -> float: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """One measured co-located latency: a target workload with one co-runner."""
@@ -123,3 +131,35 @@ def fit_pairs(base: Level1, pairs: Sequence[PairRecord]) -> dict[tuple[str, str]
             mask = names == gpu
             fitted[(gpu, kind)] = fit_interference(kind, rows[mask], slowdowns[mask])
     return fitted
+
+
+def fit_pair_scales(
+    fitted: Level2, pairs: Sequence[PairRecord], prior: float
+) -> dict[tuple[str, str, str], float]:
+    """Scale of the level-2 extra slowdown per (GPU, target model, co-runner model).
+
+    For each combination with measured pairs, least squares of the observed
+    extra slowdown ``o`` on the predicted one ``e`` through the origin, shrunk
+    towards 1 by ``prior`` targets' worth of evidence::
+
+        scale = (sum e*o + prior * mean(e^2)) / (sum e^2 + prior * mean(e^2)), clipped at 0
+
+    Combinations never measured keep scale 1 (the shared features alone).
+    """
+    sums: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for t in pair_targets(pairs):
+        if not (fitted.knows(t.target.model) and fitted.knows(t.corunner.model)):
+            continue
+        alone = fitted.latency_ms(t.target.model, t.target.batch, t.target.share, t.gpu)
+        predicted = fitted.slowdown(t.target, [t.corunner], t.gpu) - 1.0
+        observed = t.latency_ms / alone - 1.0
+        entry = sums[(t.gpu, t.target.model, t.corunner.model)]
+        entry[0] += predicted * observed
+        entry[1] += predicted * predicted
+        entry[2] += 1.0
+    scales = {}
+    for key, (cross, square, count) in sums.items():
+        if square > 0 and np.isfinite(prior):
+            weight = prior * square / count
+            scales[key] = max(0.0, (cross + weight) / (square + weight))
+    return scales

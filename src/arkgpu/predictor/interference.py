@@ -27,7 +27,9 @@ keeps busy times the fraction of its latency the GPU part takes
 
 The coefficients ``theta`` are fitted by non-negative least squares on
 features that are all >= 0, so the slowdown is >= 1 by construction and never
-falls when a co-runner is added or uses more of the GPU.
+falls when a co-runner is added. The predictor further scales each
+co-runner's term by a non-negative factor per measured (target model,
+co-runner model) combination (:func:`arkgpu.predictor.fitting.fit_pair_scales`).
 """
 
 from __future__ import annotations
@@ -100,13 +102,14 @@ class Interference:
     theta: tuple[float, ...]
     """Coefficients of f(t, j), in :data:`FEATURE_NAMES` order; all >= 0."""
 
+    def extra(self, target: Usage, corunner: Usage) -> float:
+        """theta . f(t, j): the slowdown one co-runner adds (>= 0)."""
+        features = FEATURE_SETS[self.kind](target, corunner)
+        return sum(t * f for t, f in zip(self.theta, features, strict=True))
+
     def slowdown(self, target: Usage, corunners: list[Usage]) -> float:
         """Slowdown factor (>= 1) of ``target`` with ``corunners`` on the same GPU."""
-        feature = FEATURE_SETS[self.kind]
-        extra = 0.0
-        for corunner in corunners:
-            extra += sum(t * f for t, f in zip(self.theta, feature(target, corunner), strict=True))
-        return 1.0 + extra
+        return 1.0 + sum(self.extra(target, corunner) for corunner in corunners)
 
     @staticmethod
     def none(kind: str) -> Interference:

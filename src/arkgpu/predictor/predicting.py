@@ -15,9 +15,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from arkgpu.model.gpus import UnknownGpuModelError, gpu_model
+from arkgpu.predictor.anchoring import anchored_curve
 from arkgpu.predictor.config import PredictorConfig
 from arkgpu.predictor.curves import SoloCurve
-from arkgpu.predictor.fitting import POOLED, fit_curves, fit_pairs, fit_utils
+from arkgpu.predictor.fitting import POOLED, fit_curves, fit_pair_scales, fit_pairs, fit_utils
 from arkgpu.predictor.interference import Interference, Usage, feature_set_for
 from arkgpu.predictor.storing import read_predictor, write_predictor
 from arkgpu.predictor.utilisation import UtilCurve
@@ -43,11 +44,14 @@ class Predictor:
         utils: dict[tuple[str, str, str], UtilCurve],
         interference: dict[tuple[str, str], Interference],
         config: PredictorConfig,
+        pair_scales: dict[tuple[str, str, str], float] | None = None,
     ) -> None:
         self.curves = curves
         self.utils = utils
         self.interference = interference
         self.config = config
+        self.pair_scales = pair_scales or {}
+        """Scale of the extra slowdown per (GPU, target model, co-runner model); default 1."""
 
     @classmethod
     def fit(
@@ -59,8 +63,26 @@ class Predictor:
         """Fit level 1 on ``solo`` and level 2 on ``pairs`` (none: no interference)."""
         config = config or PredictorConfig()
         curves, utils = fit_curves(solo), fit_utils(solo)
-        base = cls(curves, utils, {}, config)
-        return cls(curves, utils, fit_pairs(base, pairs), config)
+        interference = fit_pairs(cls(curves, utils, {}, config), pairs)
+        shared = cls(curves, utils, interference, config)
+        scales = fit_pair_scales(shared, pairs, config.pair_prior)
+        return cls(curves, utils, interference, config, scales)
+
+    def with_model(
+        self, model: str, batch: int, share: float, latency_ms: float, gpu: str = DEFAULT_GPU
+    ) -> Predictor:
+        """A copy that also predicts ``model`` on ``gpu`` from one measured point.
+
+        The new curve borrows its shape from the models profiled on ``gpu`` (all
+        GPUs if none), rescaled through the point (:mod:`arkgpu.predictor.anchoring`).
+        """
+        check_query(batch, share)
+        references = [c for (g, _), c in self.curves.items() if g == gpu] or list(
+            self.curves.values()
+        )
+        curves = dict(self.curves)
+        curves[(gpu, model)] = anchored_curve(references, batch, share, latency_ms)
+        return Predictor(curves, self.utils, self.interference, self.config, self.pair_scales)
 
     def models(self, gpu: str = DEFAULT_GPU) -> list[str]:
         """DNN models profiled on ``gpu``, sorted."""
@@ -154,15 +176,23 @@ class Predictor:
         """Level 2: factor (>= 1) by which ``corunners`` stretch ``target``'s latency.
 
         Uses the GPU's own fit when its pairs were measured, else the fit pooled
-        over every GPU's pairs, else no interference (no pairs at all). The
-        shipped pairs are MPS co-locations; workloads in different MIG
+        over every GPU's pairs, else no interference (no pairs at all). Each
+        co-runner's share of the slowdown is scaled by what pairs of the same two
+        models measured on this GPU showed (``pair_scales``, 1 if never measured).
+        The shipped pairs are MPS co-locations; workloads in different MIG
         instances do not share L2 or DRAM bandwidth and are not co-runners here.
         """
         mine = self.usage(target, gpu)
         others = [self.usage(w, gpu) for w in corunners]
         kind = feature_set_for(mine, others)
         model = self.interference.get((gpu, kind)) or self.interference.get((POOLED, kind))
-        return 1.0 if model is None else model.slowdown(mine, others)
+        if model is None:
+            return 1.0
+        extra = 0.0
+        for workload, usage in zip(corunners, others, strict=True):
+            scale = self.pair_scales.get((gpu, target.model, workload.model), 1.0)
+            extra += scale * model.extra(mine, usage)
+        return 1.0 + extra
 
     def colocated_latency_ms(
         self, target: Workload, corunners: Sequence[Workload], gpu: str = DEFAULT_GPU
@@ -184,13 +214,20 @@ class Predictor:
 
     def save(self, path: Path | str) -> None:
         """Write the fitted predictor to a versioned JSON file."""
-        write_predictor(path, self.curves, self.utils, self.interference, self.config)
+        write_predictor(
+            path,
+            curves=self.curves,
+            utils=self.utils,
+            interference=self.interference,
+            config=self.config,
+            pair_scales=self.pair_scales,
+        )
 
     @classmethod
     def load(cls, path: Path | str) -> Predictor:
         """Read a predictor written by :meth:`save`; a wrong version or corrupt file raises."""
-        curves, utils, interference, config = read_predictor(path)
-        return cls(curves, utils, interference, config)
+        curves, utils, interference, config, scales = read_predictor(path)
+        return cls(curves, utils, interference, config, scales)
 
 
 def default_predictor(config: PredictorConfig | None = None) -> Predictor:

@@ -23,10 +23,12 @@ class PredictorFileError(ValueError):
 
 def write_predictor(
     path: Path | str,
+    *,
     curves: dict[tuple[str, str], SoloCurve],
     utils: dict[tuple[str, str, str], UtilCurve],
     interference: dict[tuple[str, str], Interference],
     config: PredictorConfig,
+    pair_scales: dict[tuple[str, str, str], float],
 ) -> None:
     """Write a predictor's fitted parts to ``path`` as JSON."""
     doc = {
@@ -45,6 +47,10 @@ def write_predictor(
                 "theta": list(i.theta),
             }
             for (gpu, kind), i in interference.items()
+        ],
+        "pair_scales": [
+            {"gpu": g, "target": t, "corunner": c, "scale": v}
+            for (g, t, c), v in pair_scales.items()
         ],
     }
     Path(path).write_text(json.dumps(doc, indent=1) + "\n")
@@ -74,11 +80,17 @@ def _parse(doc: dict[str, Any]) -> tuple[Any, ...]:
         if len(theta) != len(FEATURE_NAMES[kind]) or min(theta, default=0.0) < 0:
             raise ValueError(f"level-2 theta {theta} does not fit features {kind!r}")
         interference[(str(entry["gpu"]), kind)] = Interference(kind, theta)
-    return curves, utils, interference, PredictorConfig.from_dict(doc["config"])
+    scales = {}
+    for entry in doc["pair_scales"]:
+        scale = entry["scale"]
+        if not isinstance(scale, int | float) or scale < 0:
+            raise ValueError(f"pair scale {scale!r} is not a number >= 0")
+        scales[(str(entry["gpu"]), str(entry["target"]), str(entry["corunner"]))] = float(scale)
+    return curves, utils, interference, PredictorConfig.from_dict(doc["config"]), scales
 
 
 def read_predictor(path: Path | str) -> tuple[Any, ...]:
-    """Parts of the predictor in ``path``: curves, utilisation, interference, config."""
+    """Parts of the predictor in ``path``: curves, utilisation, interference, config, scales."""
     try:
         doc = json.loads(Path(path).read_text())
     except json.JSONDecodeError as exc:

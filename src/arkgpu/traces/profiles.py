@@ -162,7 +162,7 @@ class _Row:
 
 def read_rows(path: Path | str, required: Sequence[str]) -> Iterator[_Row]:
     """Yield the rows of CSV ``path`` after checking that its header has ``required``."""
-    with open(path, newline="", encoding="utf-8") as handle:
+    with open(path, newline="", encoding="utf-8-sig") as handle:  # tolerate a BOM
         reader = csv.DictReader(handle)
         header = reader.fieldnames or []
         for name in required:

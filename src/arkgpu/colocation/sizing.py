@@ -1,0 +1,165 @@
+"""Level-2 split: the smallest compute share that keeps an LC service inside its target.
+
+Pure code over the fitted predictor (never the simulator's ground truth). An
+LC service runs a dynamic batcher in front of one model instance. With batch
+``b`` on share ``s`` a batch takes ``L(b, s) * d`` ms, where ``L`` is the
+predictor's level-1 latency and ``d >= 1`` its level-2 slowdown from the
+co-runners. A share ``s`` is enough for request rate ``lambda`` (requests/s)
+when some ``b <= max_batch`` satisfies both
+
+* throughput: ``1000 * b / (L(b, s) * d) >= margin * lambda`` (the executor
+  keeps up with ``margin`` to spare for Poisson bursts), and
+* latency: ``q + 2 * L(b, s) * d <= headroom * target`` (a request waits at
+  most the batcher's queue delay ``q``, the batch already running, and its own
+  batch; ``headroom`` < 1 leaves room for the predictor's error and noise).
+
+Both sides grow with ``b``, so the smallest ``b`` meeting the throughput bound
+is the one to check. The required share is the smallest grid share that
+passes; the rest of the GPU goes to BE work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from arkgpu.predictor import Workload
+
+
+class PerformanceModel(Protocol):
+    """What the policies ask of a predictor (:class:`arkgpu.predictor.Predictor` fits)."""
+
+    def latency_ms(self, model: str, batch: int, share: float, gpu: str = ...) -> float:
+        """Level 1: batch latency alone on ``share`` of ``gpu``."""
+        ...
+
+    def colocated_latency_ms(
+        self, target: Workload, corunners: Sequence[Workload], gpu: str = ...
+    ) -> float:
+        """Level 2: batch latency with ``corunners`` on the same GPU."""
+        ...
+
+
+@dataclass(frozen=True)
+class BiasedPredictor:
+    """A predictor whose every latency is multiplied by ``factor`` (sensitivity runs).
+
+    ``factor`` 0.9 makes the policy believe work is 10% faster than the
+    predictor says (optimistic, the dangerous side); 1.1 pessimistic.
+    """
+
+    base: PerformanceModel
+    """The predictor wrapped."""
+    factor: float
+    """Multiplier applied to every prediction."""
+
+    def latency_ms(self, model: str, batch: int, share: float, gpu: str = "V100") -> float:
+        """Level 1 times ``factor``."""
+        return self.factor * self.base.latency_ms(model, batch, share, gpu)
+
+    def colocated_latency_ms(
+        self, target: Workload, corunners: Sequence[Workload], gpu: str = "V100"
+    ) -> float:
+        """Level 2 times ``factor``."""
+        return self.factor * self.base.colocated_latency_ms(target, corunners, gpu)
+
+
+@dataclass(frozen=True)
+class SizingConfig:
+    """How conservatively shares are sized."""
+
+    headroom: float = 0.8
+    """Predicted worst-case latency must stay under this fraction of the target:
+    20% is left for the predictor's error (a few % MAPE), the measured noise
+    (1-3% std) and batches larger than planned under Poisson bursts."""
+    load_margin: float = 1.2
+    """The executor must serve this multiple of the request rate: a Poisson
+    stream's short-term rate exceeds its mean; 1.2 keeps queues short at the
+    rates of the shipped scenarios."""
+    min_share: float = 0.05
+    """Smallest share handed to an LC service (MPS takes whole percent)."""
+    share_step: float = 0.01
+    """Grid of shares searched (1% = one MPS active-thread percent)."""
+
+
+@dataclass(frozen=True)
+class LcDemand:
+    """What the split needs to know about an LC service now."""
+
+    model: str
+    """DNN model."""
+    target_ms: float
+    """p99 latency target (ms)."""
+    rate_rps: float
+    """Request rate to size for (requests/s)."""
+    max_batch: int = 32
+    """Largest batch the batcher forms."""
+    max_queue_delay_ms: float = 2.0
+    """Batcher's queue delay (ms)."""
+
+    def at_rate(self, rate_rps: float) -> LcDemand:
+        """The same service at another request rate."""
+        return replace(self, rate_rps=rate_rps)
+
+
+@dataclass
+class ShareSizer:
+    """Finds required shares from a latency table per model, built once from the predictor."""
+
+    predictor: PerformanceModel
+    """The fitted predictor (or a wrapper of it)."""
+    gpu: str = "V100"
+    """GPU model asked about."""
+    config: SizingConfig = field(default_factory=SizingConfig)
+    """Sizing settings."""
+    _tables: dict[tuple[str, int], NDArray[np.float64]] = field(default_factory=dict, repr=False)
+
+    @property
+    def shares(self) -> NDArray[np.float64]:
+        """The share grid, ascending."""
+        c = self.config
+        return np.round(np.arange(c.min_share, 1.0 + 1e-9, c.share_step), 6)
+
+    def table(self, model: str, max_batch: int) -> NDArray[np.float64]:
+        """Predicted latency (ms), shape (max_batch, len(shares)); row b-1 is batch b."""
+        key = (model, max_batch)
+        if key not in self._tables:
+            shares = self.shares
+            rows = [
+                [self.predictor.latency_ms(model, b, float(s), self.gpu) for s in shares]
+                for b in range(1, max_batch + 1)
+            ]
+            self._tables[key] = np.asarray(rows)
+        return self._tables[key]
+
+    def plan(self, demand: LcDemand, slowdown: float = 1.0) -> tuple[float, int] | None:
+        """(smallest sufficient share, batch it runs) or None if even the whole GPU fails."""
+        lat = self.table(demand.model, demand.max_batch) * slowdown
+        batches = np.arange(1, demand.max_batch + 1)[:, None]
+        need = self.config.load_margin * demand.rate_rps / 1000.0
+        fast = batches / lat >= need
+        first = np.argmax(fast, axis=0)
+        chosen = lat[first, np.arange(lat.shape[1])]
+        limit = self.config.headroom * demand.target_ms - demand.max_queue_delay_ms
+        ok = fast.any(axis=0) & (2.0 * chosen <= limit)
+        if not ok.any():
+            return None
+        j = int(np.argmax(ok))
+        return float(self.shares[j]), int(first[j]) + 1
+
+    def required_share(self, demand: LcDemand, slowdown: float = 1.0) -> float | None:
+        """Smallest grid share meeting ``demand`` (see the module docstring), None if none."""
+        found = self.plan(demand, slowdown)
+        return None if found is None else found[0]
+
+    def slowdown(self, target: Workload, corunners: Sequence[Workload]) -> float:
+        """Predicted level-2 slowdown (>= 1) of ``target`` next to ``corunners``."""
+        if not corunners:
+            return 1.0
+        alone = self.predictor.latency_ms(target.model, target.batch, target.share, self.gpu)
+        both = self.predictor.colocated_latency_ms(target, corunners, self.gpu)
+        return max(1.0, both / alone)

@@ -1,0 +1,89 @@
+/*
+ * ArkGPU control region, layout version 1: the one definition of the shared
+ * memory contract between the node side (Python, arkgpu.limiter.layout mirrors
+ * this file and a test checks sizes and offsets) and the interception library.
+ *
+ * A container's region is a directory with two files:
+ *   limits  written only by the node side; the container maps it read-only.
+ *   usage   written by the library in each process of the container (and read
+ *           by the node side): per-process usage, the pacing bucket, the LC
+ *           latency ring.
+ */
+#ifndef ARKGPU_REGION_H
+#define ARKGPU_REGION_H
+
+#include <stdint.h>
+
+#define ARKGPU_LAYOUT_VERSION 1u
+#define ARKGPU_LIMITS_MAGIC 0x53544d494c4b5241ull /* "ARKLIMTS" */
+#define ARKGPU_USAGE_MAGIC 0x45474153554b5241ull  /* "ARKUSAGE" */
+#define ARKGPU_MAX_DEVICES 8
+#define ARKGPU_MAX_PROCS 64
+#define ARKGPU_LATENCY_SLOTS 1024
+#define ARKGPU_SHARE_FULL 10000u       /* compute share unit: basis points */
+#define ARKGPU_MEM_UNLIMITED UINT64_MAX /* memory cap meaning "no cap" */
+#define ARKGPU_LOCK_BYTES 64           /* room for a pthread_mutex_t */
+
+enum arkgpu_mode { ARKGPU_MODE_HARD = 0, ARKGPU_MODE_ELASTIC = 1 };
+
+/* Kinds of device memory, counted separately per process and device. */
+enum arkgpu_kind {
+    ARKGPU_KIND_ALLOC = 0,   /* cuMemAlloc, cuMemAllocPitch */
+    ARKGPU_KIND_MANAGED = 1, /* cuMemAllocManaged */
+    ARKGPU_KIND_VMM = 2,     /* cuMemCreate */
+    ARKGPU_KIND_ASYNC = 3,   /* cuMemAllocAsync */
+    ARKGPU_KIND_POOL = 4,    /* cuMemAllocFromPoolAsync */
+    ARKGPU_KIND_ARRAY = 5,   /* cuArrayCreate, cuArray3DCreate, cuMipmappedArrayCreate */
+    ARKGPU_KINDS = 6
+};
+
+/* Written by the node side under a seqlock: generation is odd while writing. */
+typedef struct arkgpu_limits {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t size; /* sizeof(arkgpu_limits) */
+    uint64_t generation;
+    uint32_t mode;        /* enum arkgpu_mode */
+    uint32_t share_bp;    /* compute share of each GPU, 0..10000 basis points */
+    uint32_t num_devices; /* devices with a memory cap below */
+    uint32_t burst_us;    /* pacing bucket depth at full share, microseconds */
+    uint64_t mem_limit[ARKGPU_MAX_DEVICES]; /* bytes per device ordinal */
+} arkgpu_limits;
+
+/* One process's usage; pid 0 marks a free slot. */
+typedef struct arkgpu_proc {
+    int32_t pid;
+    uint32_t flags;
+    uint64_t start_ticks; /* /proc/<pid>/stat starttime: tells pid reuse apart */
+    uint64_t bytes[ARKGPU_MAX_DEVICES][ARKGPU_KINDS];
+    uint64_t busy_ns;      /* GPU busy time measured with events */
+    uint64_t launches;     /* kernel and graph launches */
+    uint64_t throttled_ns; /* time launches waited for the compute share */
+    uint64_t oom_refusals; /* allocations refused at the cap */
+} arkgpu_proc;
+
+typedef struct arkgpu_latency_entry {
+    uint64_t seq; /* index + 1 once complete; 0 while being written */
+    uint64_t t_ns; /* CLOCK_MONOTONIC when reported */
+    uint64_t latency_ns;
+    uint64_t batch;
+} arkgpu_latency_entry;
+
+typedef struct arkgpu_usage {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t size; /* sizeof(arkgpu_usage) */
+    uint8_t lock[ARKGPU_LOCK_BYTES]; /* robust, process-shared pthread mutex */
+    uint64_t used[ARKGPU_MAX_DEVICES]; /* bytes of live processes, per device */
+    int64_t credit_ns[ARKGPU_MAX_DEVICES]; /* pacing bucket per device */
+    int64_t refill_ns[ARKGPU_MAX_DEVICES]; /* CLOCK_MONOTONIC of last refill */
+    uint64_t busy_ns[ARKGPU_MAX_DEVICES];  /* container busy time per device */
+    uint64_t reclaimed_bytes; /* bytes taken back from dead processes */
+    uint64_t lock_recoveries; /* times the lock was found with a dead owner */
+    arkgpu_proc procs[ARKGPU_MAX_PROCS];
+    uint64_t lat_head; /* next latency ticket, fetch-and-add */
+    uint64_t lat_pad[7];
+    arkgpu_latency_entry lat[ARKGPU_LATENCY_SLOTS];
+} arkgpu_usage;
+
+#endif

@@ -1,0 +1,207 @@
+/*
+ * arkgpu-cubench: a CUDA driver client for the limiter's tests and benchmarks.
+ * It loads libcuda.so.1 with dlopen and dlsym, as the CUDA runtime does.
+ *   launch N          ns per cuLaunchKernel of a zero-length kernel (median of 7 runs)
+ *   mem N             ns per cuMemAlloc_v2 + cuMemFree_v2 pair (median of 7 runs)
+ *   load SECONDS US [PATH]  launch US-microsecond kernels back to back for SECONDS;
+ *                     PATH is kernel, ex, coop or graph; prints JSON with the
+ *                     achieved busy share and a (time, busy) sample per launch
+ *   script            read commands from stdin (see usage in run_script)
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda_abi.h"
+
+#define FN(ret, name, args) static ret(*p_##name) args
+FN(CUresult, cuInit, (unsigned));
+FN(CUresult, cuCtxCreate_v2, (CUcontext *, unsigned, CUdevice));
+FN(CUresult, cuModuleLoadData, (CUmodule *, const void *));
+FN(CUresult, cuModuleGetFunction, (CUfunction *, CUmodule, const char *));
+FN(CUresult, cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void **, void **));
+FN(CUresult, cuLaunchKernelEx, (const CUlaunchConfig *, CUfunction, void **, void **));
+FN(CUresult, cuLaunchCooperativeKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                         unsigned, CUstream, void **));
+FN(CUresult, cuGraphCreate, (CUgraph *, unsigned));
+FN(CUresult, cuGraphAddKernelNode_v2, (CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                       const CUDA_KERNEL_NODE_PARAMS *));
+FN(CUresult, cuGraphInstantiateWithFlags, (CUgraphExec *, CUgraph, unsigned long long));
+FN(CUresult, cuGraphLaunch, (CUgraphExec, CUstream));
+FN(CUresult, cuGraphExecDestroy, (CUgraphExec));
+FN(CUresult, cuMemAlloc_v2, (CUdeviceptr *, size_t));
+FN(CUresult, cuMemAllocPitch_v2, (CUdeviceptr *, size_t *, size_t, size_t, unsigned));
+FN(CUresult, cuMemAllocManaged, (CUdeviceptr *, size_t, unsigned));
+FN(CUresult, cuMemFree_v2, (CUdeviceptr));
+FN(CUresult, cuMemCreate, (CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long));
+FN(CUresult, cuMemRelease, (CUmemGenericAllocationHandle));
+FN(CUresult, cuMemAllocAsync, (CUdeviceptr *, size_t, CUstream));
+FN(CUresult, cuMemAllocFromPoolAsync, (CUdeviceptr *, size_t, CUmemoryPool, CUstream));
+FN(CUresult, cuMemFreeAsync, (CUdeviceptr, CUstream));
+FN(CUresult, cuDeviceGetDefaultMemPool, (CUmemoryPool *, CUdevice));
+FN(CUresult, cuArrayCreate_v2, (CUarray *, const CUDA_ARRAY_DESCRIPTOR *));
+FN(CUresult, cuArray3DCreate_v2, (CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *));
+FN(CUresult, cuMipmappedArrayCreate, (CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned));
+FN(CUresult, cuArrayDestroy, (CUarray));
+FN(CUresult, cuMipmappedArrayDestroy, (CUmipmappedArray));
+FN(CUresult, cuMemGetInfo_v2, (size_t *, size_t *));
+FN(CUresult, cuDeviceTotalMem_v2, (size_t *, CUdevice));
+FN(CUresult, cuGetProcAddress, (const char *, void **, int, cuuint64_t));
+FN(CUresult, cuGetProcAddress_v2, (const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *));
+FN(uint64_t, fakegpu_process_busy_ns, (void));
+FN(CUresult, cuEventCreate, (CUevent *, unsigned));
+FN(CUresult, cuEventRecord, (CUevent, CUstream));
+FN(CUresult, cuEventQuery, (CUevent));
+FN(CUresult, cuEventSynchronize, (CUevent));
+FN(CUresult, cuEventElapsedTime, (float *, CUevent, CUevent));
+FN(nvmlReturn_t, nvmlInit_v2, (void));
+FN(nvmlReturn_t, nvmlDeviceGetHandleByIndex_v2, (unsigned, nvmlDevice_t *));
+FN(nvmlReturn_t, nvmlDeviceGetMemoryInfo, (nvmlDevice_t, nvmlMemory_t *));
+
+static void *load(void *lib, const char *name) {
+    void *p = dlsym(lib, name);
+    if (!p) {
+        fprintf(stderr, "arkgpu-cubench: %s not found\n", name);
+        exit(3);
+    }
+    return p;
+}
+#define LOAD(lib, name) *(void **)&p_##name = load(lib, #name)
+
+static CUfunction spin, spin0;
+
+static void setup(void) {
+    void *cu = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!cu) {
+        fprintf(stderr, "arkgpu-cubench: %s\n", dlerror());
+        exit(3);
+    }
+    LOAD(cu, cuInit); LOAD(cu, cuCtxCreate_v2); LOAD(cu, cuModuleLoadData); LOAD(cu, cuModuleGetFunction);
+    LOAD(cu, cuLaunchKernel); LOAD(cu, cuLaunchKernelEx); LOAD(cu, cuLaunchCooperativeKernel);
+    LOAD(cu, cuGraphCreate); LOAD(cu, cuGraphAddKernelNode_v2); LOAD(cu, cuGraphInstantiateWithFlags);
+    LOAD(cu, cuGraphLaunch); LOAD(cu, cuGraphExecDestroy); LOAD(cu, cuMemAlloc_v2); LOAD(cu, cuMemAllocPitch_v2);
+    LOAD(cu, cuMemAllocManaged); LOAD(cu, cuMemFree_v2); LOAD(cu, cuMemCreate); LOAD(cu, cuMemRelease);
+    LOAD(cu, cuMemAllocAsync); LOAD(cu, cuMemAllocFromPoolAsync); LOAD(cu, cuMemFreeAsync);
+    LOAD(cu, cuDeviceGetDefaultMemPool); LOAD(cu, cuArrayCreate_v2); LOAD(cu, cuArray3DCreate_v2);
+    LOAD(cu, cuMipmappedArrayCreate); LOAD(cu, cuArrayDestroy); LOAD(cu, cuMipmappedArrayDestroy);
+    LOAD(cu, cuMemGetInfo_v2); LOAD(cu, cuDeviceTotalMem_v2); LOAD(cu, cuGetProcAddress_v2); LOAD(cu, cuGetProcAddress);
+    LOAD(cu, fakegpu_process_busy_ns); LOAD(cu, cuEventCreate); LOAD(cu, cuEventRecord);
+    LOAD(cu, cuEventQuery); LOAD(cu, cuEventSynchronize); LOAD(cu, cuEventElapsedTime);
+    void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (nv) {
+        LOAD(nv, nvmlInit_v2); LOAD(nv, nvmlDeviceGetHandleByIndex_v2); LOAD(nv, nvmlDeviceGetMemoryInfo);
+    }
+    CUcontext ctx;
+    CUmodule mod;
+    if (p_cuInit(0) || p_cuCtxCreate_v2(&ctx, 0, 0) || p_cuModuleLoadData(&mod, "") ||
+        p_cuModuleGetFunction(&spin, mod, "spin") || p_cuModuleGetFunction(&spin0, mod, "spin_0us")) {
+        fprintf(stderr, "arkgpu-cubench: driver setup failed\n");
+        exit(3);
+    }
+}
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void bench_launch(long n) {
+    double runs[7];
+    for (int r = 0; r < 7; r++) {
+        int64_t t0 = now_ns();
+        for (long i = 0; i < n; i++) p_cuLaunchKernel(spin0, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+        runs[r] = (double)(now_ns() - t0) / (double)n;
+    }
+    qsort(runs, 7, sizeof *runs, cmp_double);
+    printf("{\"ns_per_call\": %.1f, \"runs\": [", runs[3]);
+    for (int r = 0; r < 7; r++) printf("%s%.1f", r ? ", " : "", runs[r]);
+    printf("]}\n");
+}
+
+static void bench_mem(long n) {
+    double runs[7];
+    for (int r = 0; r < 7; r++) {
+        int64_t t0 = now_ns();
+        for (long i = 0; i < n; i++) {
+            CUdeviceptr p;
+            if (p_cuMemAlloc_v2(&p, 4096) == CUDA_SUCCESS) p_cuMemFree_v2(p);
+        }
+        runs[r] = (double)(now_ns() - t0) / (double)n;
+    }
+    qsort(runs, 7, sizeof *runs, cmp_double);
+    printf("{\"ns_per_pair\": %.1f, \"runs\": [", runs[3]);
+    for (int r = 0; r < 7; r++) printf("%s%.1f", r ? ", " : "", runs[r]);
+    printf("]}\n");
+}
+
+static CUresult launch_path(const char *path, uint64_t ns) {
+    void *params[] = {&ns};
+    if (strcmp(path, "ex") == 0) {
+        CUlaunchConfig c = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1};
+        return p_cuLaunchKernelEx(&c, spin, params, NULL);
+    }
+    if (strcmp(path, "coop") == 0) return p_cuLaunchCooperativeKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params);
+    if (strcmp(path, "graph") == 0) {
+        CUgraph g;
+        CUgraphExec ex;
+        CUDA_KERNEL_NODE_PARAMS kp = {.func = spin, .kernelParams = params};
+        CUgraphNode node;
+        if (p_cuGraphCreate(&g, 0) || p_cuGraphAddKernelNode_v2(&node, g, NULL, 0, &kp) ||
+            p_cuGraphInstantiateWithFlags(&ex, g, 0))
+            return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = p_cuGraphLaunch(ex, NULL);
+        p_cuGraphExecDestroy(ex);
+        return r;
+    }
+    return p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+}
+
+static void bench_load(double seconds, double us, const char *path) {
+    size_t cap = (size_t)(seconds * 1e6 / (us > 1 ? us : 1)) + 1024, n = 0;
+    int64_t *t = malloc(cap * sizeof *t), *b = malloc(cap * sizeof *b);
+    int64_t t0 = now_ns(), b0 = (int64_t)p_fakegpu_process_busy_ns(), end = t0 + (int64_t)(seconds * 1e9);
+    CUresult err = CUDA_SUCCESS;
+    while (now_ns() < end && err == CUDA_SUCCESS) {
+        err = launch_path(path, (uint64_t)(us * 1000));
+        if (n < cap) {
+            t[n] = now_ns();
+            b[n++] = (int64_t)p_fakegpu_process_busy_ns() - b0;
+        }
+    }
+    int64_t wall = now_ns() - t0, busy = (int64_t)p_fakegpu_process_busy_ns() - b0;
+    printf("{\"error\": %d, \"wall_ns\": %lld, \"busy_ns\": %lld, \"share\": %.5f, \"t_ns\": [", err,
+           (long long)wall, (long long)busy, (double)busy / (double)wall);
+    for (size_t i = 0; i < n; i++) printf("%s%lld", i ? "," : "", (long long)t[i]);
+    printf("], \"busy_at\": [");
+    for (size_t i = 0; i < n; i++) printf("%s%lld", i ? "," : "", (long long)b[i]);
+    printf("]}\n");
+}
+
+#include "cubench_script.h"
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: arkgpu-cubench launch N | mem N | load SECONDS US [PATH] | script\n");
+        return 2;
+    }
+    setup();
+    if (strcmp(argv[1], "launch") == 0 && argc > 2) bench_launch(atol(argv[2]));
+    else if (strcmp(argv[1], "mem") == 0 && argc > 2) bench_mem(atol(argv[2]));
+    else if (strcmp(argv[1], "load") == 0 && argc > 3) bench_load(atof(argv[2]), atof(argv[3]), argc > 4 ? argv[4] : "kernel");
+    else if (strcmp(argv[1], "script") == 0) return run_script();
+    else return 2;
+    return 0;
+}

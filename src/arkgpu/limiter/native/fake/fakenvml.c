@@ -1,0 +1,82 @@
+/*
+ * A fake NVML (built as libnvidia-ml.so.1) over the fake GPU's shared state.
+ * Utilisation is the fraction of time a kernel held the device since this
+ * process's previous sample (at least 10 ms apart); memory reports the fake's
+ * total as free (the fake driver accounts memory per process).
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+
+#include "../cuda_abi.h"
+#include "fakegpu_state.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+static struct {
+    pthread_once_t once;
+    pthread_mutex_t mu;
+    fakegpu_state *st;
+    int64_t last_t[FAKEGPU_MAX_DEVICES];
+    uint64_t last_busy[FAKEGPU_MAX_DEVICES];
+    unsigned last_util[FAKEGPU_MAX_DEVICES];
+} g = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void init_once(void) { g.st = fakegpu_attach(); }
+static int index_of(nvmlDevice_t d) { return (int)((uintptr_t)d - 0x1000); }
+static int valid(nvmlDevice_t d) {
+    int i = index_of(d);
+    return i >= 0 && (unsigned)i < fakegpu_num_devices();
+}
+
+EXPORT nvmlReturn_t nvmlInit_v2(void) {
+    pthread_once(&g.once, init_once);
+    return g.st ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
+}
+EXPORT nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
+EXPORT nvmlReturn_t nvmlShutdown(void) { return NVML_SUCCESS; }
+EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *n) { *n = fakegpu_num_devices(); return NVML_SUCCESS; }
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned i, nvmlDevice_t *d) {
+    if (i >= fakegpu_num_devices()) return NVML_ERROR_INVALID_ARGUMENT;
+    *d = (nvmlDevice_t)(uintptr_t)(0x1000 + i);
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t d, unsigned *i) {
+    if (!valid(d)) return NVML_ERROR_INVALID_ARGUMENT;
+    *i = (unsigned)index_of(d);
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned len) {
+    snprintf(name, len, "ArkGPU Fake GPU %d", index_of(d));
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
+    if (!valid(d)) return NVML_ERROR_INVALID_ARGUMENT;
+    m->total = m->free = fakegpu_total_mem();
+    m->used = 0;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m) {
+    if (!valid(d)) return NVML_ERROR_INVALID_ARGUMENT;
+    m->total = m->free = fakegpu_total_mem();
+    m->used = m->reserved = 0;
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u) {
+    if (!valid(d) || nvmlInit_v2() != NVML_SUCCESS) return NVML_ERROR_INVALID_ARGUMENT;
+    int i = index_of(d);
+    int64_t now = fakegpu_now();
+    uint64_t busy = atomic_load(&g.st->dev[i].busy_ns);
+    pthread_mutex_lock(&g.mu);
+    if (now - g.last_t[i] >= 10000000) {
+        if (g.last_t[i]) {
+            double f = (double)(busy - g.last_busy[i]) / (double)(now - g.last_t[i]);
+            g.last_util[i] = f >= 1.0 ? 100u : (unsigned)(f * 100.0 + 0.5);
+        }
+        g.last_t[i] = now;
+        g.last_busy[i] = busy;
+    }
+    u->gpu = g.last_util[i];
+    u->memory = 0;
+    pthread_mutex_unlock(&g.mu);
+    return NVML_SUCCESS;
+}

@@ -1,0 +1,276 @@
+"""Create, read and update a container's control region (the node side).
+
+A region is a directory with two files (layout in ``native/arkgpu_region.h``):
+``limits``, written here only and mapped read-only by the container, and
+``usage``, written by the interception library in the container's processes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import mmap
+import os
+import stat
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from arkgpu.limiter import layout
+
+LIMITS_FILE = "limits"
+USAGE_FILE = "usage"
+_PTHREAD_PROCESS_SHARED = 1
+_PTHREAD_MUTEX_ROBUST = 1
+
+
+class Mode(enum.Enum):
+    """How a container may use GPU time beyond its share."""
+
+    HARD = "hard"
+    """Never above the share."""
+    ELASTIC = "elastic"
+    """May use GPU time that the other containers leave idle."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A container's limits, as the node side sets them."""
+
+    memory_bytes: tuple[int | None, ...]
+    """Memory cap per GPU ordinal in bytes; None means no cap."""
+    share_pct: float = 100.0
+    """Compute share of each GPU in percent (0-100); 100 turns pacing off."""
+    mode: Mode = Mode.HARD
+    """Hard or elastic compute limit."""
+    burst_us: int = 20_000
+    """Pacing bucket depth at full share in µs: 20 ms lets a few ms-long kernels
+    through back to back while keeping any 100 ms window near the share."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.share_pct <= 100:
+            raise ValueError(f"share_pct must be within 0..100, got {self.share_pct}")
+        if len(self.memory_bytes) > layout.MAX_DEVICES:
+            raise ValueError(f"at most {layout.MAX_DEVICES} devices, got {len(self.memory_bytes)}")
+        if any(b is not None and not 0 <= b < layout.MEM_UNLIMITED for b in self.memory_bytes):
+            raise ValueError(f"memory caps must be non-negative bytes: {self.memory_bytes}")
+        if not 0 < self.burst_us < 2**32:
+            raise ValueError(f"burst_us must be positive, got {self.burst_us}")
+
+
+@dataclass(frozen=True)
+class ProcessUsage:
+    """One process's usage as the library wrote it."""
+
+    pid: int
+    bytes_by_kind: dict[str, tuple[int, ...]]
+    """Kind name -> bytes per GPU ordinal."""
+    busy_ns: int
+    launches: int
+    throttled_ns: int
+    oom_refusals: int
+    alive: bool
+    """The process still runs (judged from /proc: valid in the container's pid namespace)."""
+
+    @property
+    def total_bytes(self) -> int:
+        """All device memory the process holds, over kinds and GPUs."""
+        return sum(sum(v) for v in self.bytes_by_kind.values())
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A snapshot of a container's usage file."""
+
+    used_bytes: tuple[int, ...]
+    """Bytes held by live processes, per GPU ordinal."""
+    busy_ns: tuple[int, ...]
+    """Container busy time measured per GPU, ns."""
+    processes: tuple[ProcessUsage, ...]
+    reclaimed_bytes: int
+    lock_recoveries: int
+    latency_head: int
+
+
+@dataclass(frozen=True)
+class LatencySample:
+    """One latency reported through the LC latency channel."""
+
+    seq: int
+    t_ns: int
+    latency_ns: int
+    batch: int
+
+
+def _limits_struct(limits: Limits, generation: int) -> layout.LimitsStruct:
+    s = layout.LimitsStruct()
+    s.magic, s.version, s.size = layout.LIMITS_MAGIC, layout.LAYOUT_VERSION, ctypes.sizeof(s)
+    s.generation = generation
+    s.mode = layout.MODE_ELASTIC if limits.mode is Mode.ELASTIC else layout.MODE_HARD
+    s.share_bp = round(limits.share_pct * layout.SHARE_FULL / 100)
+    s.num_devices = len(limits.memory_bytes)
+    s.burst_us = limits.burst_us
+    for i, cap in enumerate(limits.memory_bytes):
+        s.mem_limit[i] = layout.MEM_UNLIMITED if cap is None else cap
+    return s
+
+
+def _init_robust_mutex(buffer: mmap.mmap, offset: int) -> None:
+    """Initialise a robust, process-shared pthread mutex inside the mapping."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = ctypes.create_string_buffer(64)
+    target = ctypes.c_char.from_buffer(buffer, offset)
+    try:
+        calls = (
+            libc.pthread_mutexattr_init(attr),
+            libc.pthread_mutexattr_setpshared(attr, _PTHREAD_PROCESS_SHARED),
+            libc.pthread_mutexattr_setrobust(attr, _PTHREAD_MUTEX_ROBUST),
+            libc.pthread_mutex_init(ctypes.byref(target), attr),
+        )
+    finally:
+        del target
+    if any(calls):
+        raise OSError(f"pthread mutex initialisation failed: {calls}")
+
+
+def _write_new(path: Path, data: bytes, mode: int, owner: tuple[int, int] | None) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.chmod(tmp, mode)
+    if owner is not None:
+        os.chown(tmp, *owner)
+    os.replace(tmp, path)
+
+
+def create_region(
+    directory: Path, limits: Limits, container_owner: tuple[int, int] | None = None
+) -> Path:
+    """Create the region in ``directory`` (made if missing) and return it.
+
+    ``limits`` is mode 0644 and owned by the caller, so the container (another
+    user, or a read-only mount) cannot write it; ``usage`` belongs to
+    ``container_owner`` (uid, gid) with mode 0600 when given, else mode 0666.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    _write_new(directory / LIMITS_FILE, bytes(_limits_struct(limits, 0)), 0o644, None)
+    usage = layout.UsageStruct()
+    usage.magic, usage.version, usage.size = (
+        layout.USAGE_MAGIC,
+        layout.LAYOUT_VERSION,
+        ctypes.sizeof(usage),
+    )
+    path = directory / USAGE_FILE
+    _write_new(path, bytes(usage), 0o600 if container_owner else 0o666, container_owner)
+    with path.open("r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+        _init_robust_mutex(m, layout.UsageStruct.lock.offset)
+    return directory
+
+
+def write_limits(directory: Path, limits: Limits) -> None:
+    """Change a running container's limits in place (seqlock: odd while writing)."""
+    path = directory / LIMITS_FILE
+    gen_off = layout.LimitsStruct.generation.offset
+    with _open_for_update(path) as f, mmap.mmap(f.fileno(), 0) as m:
+        _check(m, layout.LIMITS_MAGIC, path)
+        (generation,) = struct.unpack_from("<Q", m, gen_off)
+        struct.pack_into("<Q", m, gen_off, generation + 1)
+        new = bytes(_limits_struct(limits, generation + 1))
+        m[gen_off + 8 : len(new)] = new[gen_off + 8 :]
+        struct.pack_into("<Q", m, gen_off, generation + 2)
+
+
+def _open_for_update(path: Path) -> BinaryIO:
+    """Open the limits file for writing; a read-only file we own is reopened
+    through a momentary owner write bit (the non-root test setup)."""
+    try:
+        return path.open("r+b")
+    except PermissionError:
+        mode = path.stat().st_mode
+        path.chmod(mode | stat.S_IWUSR)
+        try:
+            return path.open("r+b")
+        finally:
+            path.chmod(mode)
+
+
+def _check(buffer: bytes | mmap.mmap, magic: int, path: Path) -> None:
+    found, version = struct.unpack_from("<QI", buffer, 0)
+    if found != magic or version != layout.LAYOUT_VERSION:
+        raise ValueError(f"{path}: not an ArkGPU region file of layout {layout.LAYOUT_VERSION}")
+
+
+def read_limits(directory: Path) -> Limits:
+    """The container's current limits."""
+    path = directory / LIMITS_FILE
+    data = path.read_bytes()
+    _check(data, layout.LIMITS_MAGIC, path)
+    s = layout.LimitsStruct.from_buffer_copy(data)
+    caps = tuple(
+        None if c == layout.MEM_UNLIMITED else int(c) for c in s.mem_limit[: s.num_devices]
+    )
+    mode = Mode.ELASTIC if s.mode == layout.MODE_ELASTIC else Mode.HARD
+    return Limits(caps, s.share_bp * 100 / layout.SHARE_FULL, mode, int(s.burst_us))
+
+
+def _read_usage_struct(directory: Path) -> layout.UsageStruct:
+    path = directory / USAGE_FILE
+    data = path.read_bytes()
+    _check(data, layout.USAGE_MAGIC, path)
+    return layout.UsageStruct.from_buffer_copy(data)
+
+
+def _start_ticks(pid: int) -> int:
+    """Field 22 of /proc/<pid>/stat (start time), 0 for a gone or zombie process."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    fields = stat_line[stat_line.rindex(")") + 2 :].split()
+    return 0 if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def _process(p: layout.ProcStruct) -> ProcessUsage:
+    kinds = {
+        k: tuple(int(p.bytes[d][i]) for d in range(layout.MAX_DEVICES))
+        for i, k in enumerate(layout.KINDS)
+    }
+    return ProcessUsage(
+        int(p.pid),
+        kinds,
+        int(p.busy_ns),
+        int(p.launches),
+        int(p.throttled_ns),
+        int(p.oom_refusals),
+        alive=_start_ticks(int(p.pid)) == p.start_ticks,
+    )
+
+
+def read_usage(directory: Path) -> Usage:
+    """A snapshot of the container's usage (no lock: counters may be mid-update)."""
+    u = _read_usage_struct(directory)
+    return Usage(
+        used_bytes=tuple(int(x) for x in u.used),
+        busy_ns=tuple(int(x) for x in u.busy_ns),
+        processes=tuple(_process(p) for p in u.procs if p.pid),
+        reclaimed_bytes=int(u.reclaimed_bytes),
+        lock_recoveries=int(u.lock_recoveries),
+        latency_head=int(u.lat_head),
+    )
+
+
+def read_latencies(directory: Path, after_seq: int = 0) -> list[LatencySample]:
+    """Complete latency samples with sequence number above ``after_seq``, oldest first.
+
+    Samples overwritten by newer ones (more than the ring's size behind the
+    head) are gone; an entry being written is skipped.
+    """
+    u = _read_usage_struct(directory)
+    head = int(u.lat_head)
+    first = max(after_seq, head - layout.LATENCY_SLOTS)
+    out = []
+    for ticket in range(first, head):
+        e = u.lat[ticket % layout.LATENCY_SLOTS]
+        if e.seq == ticket + 1:
+            out.append(LatencySample(int(e.seq), int(e.t_ns), int(e.latency_ns), int(e.batch)))
+    return out

@@ -1,0 +1,39 @@
+"""Fixtures of the co-location tests: the ground truth, the sizer and tiny scenarios."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from colocation_helpers import FakePredictor
+
+from arkgpu.colocation.sizing import ShareSizer
+from arkgpu.sim.colocation.running import default_truth, make_sizer
+from arkgpu.sim.colocation.truth import GroundTruth
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``<repo root>/../shared/data``: the measured source files."""
+    path = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+    if not path.is_dir():
+        pytest.fail(f"measured data not found at {path} (shared/ must sit beside the repo)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def truth() -> GroundTruth:
+    """Ground truth from the shipped iGniter V100 profiles."""
+    return default_truth()
+
+
+@pytest.fixture(scope="session")
+def sizer() -> ShareSizer:
+    """Share sizing over the predictor fitted on the shipped profiles."""
+    return make_sizer()
+
+
+@pytest.fixture
+def fake_sizer() -> ShareSizer:
+    """Sizing over :class:`colocation_helpers.FakePredictor`."""
+    return ShareSizer(FakePredictor())

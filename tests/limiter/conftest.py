@@ -1,0 +1,86 @@
+"""Fixtures: containers on the fake GPU, each a set of real processes that load
+the fake driver through the interception library (built by `make native`)."""
+
+from __future__ import annotations
+
+import select
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from arkgpu.limiter import Limits, native
+from arkgpu.limiter.containers import FakeContainer, make_world_readable
+
+MiB = 1 << 20
+
+
+class Probe:
+    """A running ``arkgpu-cubench script`` process: one command, one reply line."""
+
+    def __init__(self, container: FakeContainer, extra_env: dict[str, str] | None = None) -> None:
+        self.proc = container.popen([str(native.cubench()), "script"], extra_env)
+
+    def send(self, line: str) -> None:
+        """Send a command without waiting for its reply."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def reply(self, timeout: float = 10.0) -> str:
+        """The next reply line; fails the test when none comes within ``timeout`` s."""
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        assert ready, f"no reply within {timeout} s"
+        return self.proc.stdout.readline().strip()
+
+    def ask(self, line: str, timeout: float = 10.0) -> str:
+        """Send a command and return its reply."""
+        self.send(line)
+        return self.reply(timeout)
+
+    def close(self) -> str:
+        """Quit the process and return what it wrote to stderr."""
+        if self.proc.poll() is None:
+            self.send("quit")
+        _, err = self.proc.communicate(timeout=10)
+        return err
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    """A directory the container user (nobody, when tests run as root) can reach."""
+    path = Path(tempfile.mkdtemp(prefix="arkgpu-limiter-"))
+    make_world_readable(path)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def make_container(workdir: Path) -> Callable[..., FakeContainer]:
+    """Factory: a new container with its own region on this test's fake GPU."""
+    count = iter(range(1000))
+
+    def make(limits: Limits) -> FakeContainer:
+        return FakeContainer.create(workdir / f"c{next(count)}", workdir / "fakegpu", limits)
+
+    return make
+
+
+@pytest.fixture
+def probes() -> Iterator[Callable[..., Probe]]:
+    """Factory of probe processes, all stopped at the end of the test."""
+    started: list[Probe] = []
+
+    def start(container: FakeContainer, extra_env: dict[str, str] | None = None) -> Probe:
+        probe = Probe(container, extra_env)
+        started.append(probe)
+        return probe
+
+    yield start
+    for probe in started:
+        if probe.proc.poll() is None:
+            probe.proc.kill()
+        probe.proc.communicate(timeout=10)

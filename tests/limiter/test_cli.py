@@ -1,0 +1,45 @@
+"""`arkgpu limiter bench` and `arkgpu limiter show`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from arkgpu.cli.main import main
+from arkgpu.limiter import Limits, create_region
+
+
+def test_bench_writes_every_figure_with_its_cases(tmp_path: Path) -> None:
+    """A short bench run writes the issue's four figures, each beside its
+    per-case values, with finite numbers, and the plot."""
+    out = tmp_path / "bench.json"
+    code = main(
+        ["limiter", "bench", "--quick", "--shares", "40", "--seconds", "0.3", "--json", str(out)]
+    )
+    assert code == 0
+    report = json.loads(out.read_text())
+    for key in (
+        "launch_overhead_ns",
+        "memcall_overhead_ns",
+        "share_error_pts_max",
+        "share_change_latency_ms",
+    ):
+        assert isinstance(report[key], float), key
+    assert len(report["launch_overhead_cases"]) == 1
+    assert [c["share_pct"] for c in report["share_cases"]] == [40.0]
+    assert len(report["share_change_cases"]) == 2
+
+
+def test_bench_rejects_bad_shares(capsys: pytest.CaptureFixture[str]) -> None:
+    """A share outside (0, 100) is a one-line error, exit status 2."""
+    assert main(["limiter", "bench", "--shares", "0,50"]) == 2
+    assert "--shares" in capsys.readouterr().err
+
+
+def test_show_prints_limits_and_usage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`show` prints the region's limits."""
+    region = create_region(tmp_path / "r", Limits((1 << 20,), 25.0))
+    assert main(["limiter", "show", str(region)]) == 0
+    assert "share_pct=25.0" in capsys.readouterr().out

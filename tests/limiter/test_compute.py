@@ -1,0 +1,90 @@
+"""Compute pacing on the fake GPU: every launch path is paced to the share,
+elastic mode uses idle time, a share written at run time takes effect, and the
+measured busy time lands in the usage region. Bounds are generous (a loaded
+2-core machine); the precise figures come from `arkgpu limiter bench`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from arkgpu.limiter import Limits, Mode, read_usage
+from arkgpu.limiter.benchmarking import finish_load, start_load
+from arkgpu.limiter.containers import FakeContainer
+
+
+@pytest.mark.parametrize("path", ["kernel", "ex", "coop", "graph"])
+def test_every_launch_path_is_paced_to_the_share(
+    make_container: Callable[..., FakeContainer], path: str
+) -> None:
+    """cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel and
+    cuGraphLaunch at a 30% share keep the GPU busy about 30% of the time
+    (the unpaced fake keeps it busy nearly all the time)."""
+    box = make_container(Limits((None,), 30.0))
+    result = finish_load(start_load(box, 0.6, 1000, path))
+    assert 0.15 < result.share < 0.45
+
+
+def test_without_pacing_the_gpu_is_kept_busy(make_container: Callable[..., FakeContainer]) -> None:
+    """A full share leaves launches unpaced: busy nearly all the time."""
+    result = finish_load(start_load(make_container(Limits((None,), 100.0)), 0.4, 1000))
+    assert result.share > 0.8
+
+
+def test_a_share_change_written_at_run_time_takes_effect(
+    make_container: Callable[..., FakeContainer],
+) -> None:
+    """A running container moved from 20% to 80% by the node side runs near 20%
+    before the write and near 80% after it."""
+    box = make_container(Limits((None,), 20.0))
+    proc = start_load(box, 1.6, 1000)
+    time.sleep(0.7)
+    written = time.monotonic_ns()
+    box.set_limits(Limits((None,), 80.0))
+    result = finish_load(proc)
+    before = result.window_share(written - 400_000_000, written)
+    after = result.window_share(written + 200_000_000, written + 800_000_000)
+    assert 0.08 < before < 0.32
+    assert 0.6 < after < 0.95
+
+
+def test_elastic_mode_uses_idle_gpu_time_and_hard_mode_does_not(
+    make_container: Callable[..., FakeContainer],
+) -> None:
+    """Alone on the GPU, an elastic 20% container grows well past its share;
+    a hard 20% container stays near it."""
+    elastic = finish_load(
+        start_load(make_container(Limits((None,), 20.0, Mode.ELASTIC)), 1.2, 1000)
+    )
+    hard = finish_load(start_load(make_container(Limits((None,), 20.0, Mode.HARD)), 0.6, 1000))
+    assert elastic.share > 0.5
+    assert hard.share < 0.35
+
+
+def test_elastic_mode_does_not_take_a_busy_co_runners_share(
+    make_container: Callable[..., FakeContainer],
+) -> None:
+    """An elastic 30% container beside a busy hard 70% container leaves the
+    co-runner most of its 70% (the GPU has no idle time to lend)."""
+    elastic = start_load(make_container(Limits((None,), 30.0, Mode.ELASTIC)), 1.5, 1000)
+    hard = start_load(make_container(Limits((None,), 70.0, Mode.HARD)), 1.5, 1000)
+    mine, other = finish_load(elastic), finish_load(hard)
+    assert other.share > 0.55
+    assert 0.15 < mine.share < 0.45
+
+
+def test_busy_time_launches_and_throttling_are_written_to_the_region(
+    make_container: Callable[..., FakeContainer],
+) -> None:
+    """The library's measured busy time (events around launches) agrees with
+    the fake GPU's own account; launches and throttled time are counted."""
+    box = make_container(Limits((None,), 40.0))
+    result = finish_load(start_load(box, 0.6, 1000))
+    (proc,) = read_usage(box.region).processes
+    fake_busy = result.busy_at[-1]
+    assert proc.launches == len(result.t_ns)
+    assert abs(proc.busy_ns - fake_busy) <= 0.1 * fake_busy
+    assert proc.throttled_ns > 0.3e9
+    assert read_usage(box.region).busy_ns[0] == proc.busy_ns

@@ -1,0 +1,15 @@
+"""The Python mirror of the region layout matches the C header."""
+
+import json
+import subprocess
+
+from arkgpu.limiter import layout, native
+
+
+def test_python_mirror_matches_c_header_sizes_and_offsets() -> None:
+    """Every field's offset and size, every struct's size and the shared
+    constants agree between arkgpu_region.h (compiled) and layout.py."""
+    printed = json.loads(subprocess.check_output([str(native.layout_printer())], text=True))
+    mutex_size = printed.pop("sizeof.pthread_mutex_t")
+    assert printed == layout.mirror_layout()
+    assert mutex_size <= layout.LOCK_BYTES
