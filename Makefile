@@ -35,7 +35,7 @@ unit: $(STAMP) native
 test: lint typecheck contracts unit
 
 bench: $(STAMP) native
-	$(BIN)/arkgpu placement bench --trace default --policies random,dotprod,clustering,packing,bestfit,fgd --seeds 42-51 --json bench-placement.json --plot bench-placement.png
+	$(BIN)/arkgpu placement bench --trace default --policies random,dotprod,clustering,packing,bestfit,fgd,arkgpu --seeds 42-51 --json bench-placement.json --plot bench-placement.png
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache

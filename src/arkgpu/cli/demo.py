@@ -13,7 +13,7 @@ from arkgpu.bench.placement import BenchSpec
 from arkgpu.cli.placement import run_and_report
 from arkgpu.traces.catalog import default_node_list, resolve_pod_trace
 
-FGD_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
+DEMO_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd", "arkgpu")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,14 +41,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def demo_placement(args: argparse.Namespace, console: Console) -> None:
-    """The FGD paper's six policies on the default trace, beside the published figures."""
+    """The FGD paper's six policies and ArkGPU's own, beside the published figures."""
     trace = resolve_pod_trace("default")
-    console.rule("Placement: FGD's six policies on the openb default trace (simulated)")
+    console.rule("Placement: FGD's six policies and arkgpu on the openb default trace (simulated)")
     spec = BenchSpec(
         default_node_list(),
         trace.path,
         trace.label,
-        FGD_POLICIES,
+        DEMO_POLICIES,
         tuple(range(42, 42 + args.seeds)),
         jobs=args.jobs,
     )
