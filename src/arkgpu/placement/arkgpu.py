@@ -48,15 +48,14 @@ from arkgpu.model.cluster import Assignment, ClusterState, FloatArray, IntArray
 from arkgpu.model.resources import Pod
 from arkgpu.placement.arkgpu_values import ShareValues
 from arkgpu.placement.base import POLICIES, PolicyContext, feasible_nodes, pick_best
-from arkgpu.placement.fgd import _distinct_share_options, frag_score
+from arkgpu.placement.fgd import distinct_share_options, frag_score
 from arkgpu.placement.fragmentation import (
     POPULARITY_THRESHOLD,
     FragTables,
+    FragTracker,
+    Shape,
     TypicalPods,
-    fragmentation,
 )
-
-Shape = tuple[int, int, int, frozenset[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,21 +117,7 @@ class ShapeLearner:
 
     def typical(self, popularity: float) -> TypicalPods:
         """Most frequent shapes covering ``popularity`` of arrivals, frequencies renormalised."""
-        ranked = sorted(self.shapes.items(), key=lambda kv: (kv[1], kv[0][:3]), reverse=True)
-        chosen: list[tuple[Shape, int]] = []
-        covered, total = 0, sum(self.shapes.values())
-        for shape, count in ranked:
-            if covered >= popularity * total:
-                break
-            chosen.append((shape, count))
-            covered += count
-        return TypicalPods(
-            cpu=np.array([s[0] for s, _ in chosen], dtype=np.int64),
-            milli=np.array([s[1] for s, _ in chosen], dtype=np.int64),
-            num=np.array([s[2] for s, _ in chosen], dtype=np.int64),
-            freq=np.array([c / covered for _, c in chosen], dtype=np.float64),
-            specs=tuple(s[3] for s, _ in chosen),
-        )
+        return TypicalPods.from_counts(self.shapes, popularity)
 
 
 class ArkgpuPolicy:
@@ -143,17 +128,7 @@ class ArkgpuPolicy:
         self.learner = ShapeLearner()
         self.values = ShareValues(state)
         self._next_learn = 1
-        self._seen_cpu = state.cpu_left.copy()
-        self._seen_gpu = state.gpu_left.copy()
-        self.typical = TypicalPods(
-            cpu=np.zeros(0, np.int64),
-            milli=np.zeros(0, np.int64),
-            num=np.zeros(0, np.int64),
-            freq=np.zeros(0),
-            specs=(),
-        )
-        self.access = np.zeros((len(state.nodes), 0), dtype=np.bool_)
-        self.tables = FragTables.compute(state.gpu_left, self.typical)
+        self.tracker = FragTracker(state, TypicalPods.from_counts({}))
 
     def prime(self, state: ClusterState, pods: Sequence[Pod]) -> None:
         """Learn from ``pods`` before any arrival (the offline packer knows them all)."""
@@ -163,11 +138,7 @@ class ArkgpuPolicy:
         self._next_learn = 1 << 62
 
     def _learn(self, state: ClusterState, force: bool = False) -> None:
-        self.typical = self.learner.typical(self.config.popularity)
-        self.access = self.typical.access(state)
-        self.tables = FragTables.compute(state.gpu_left, self.typical)
-        self._seen_cpu = state.cpu_left.copy()
-        self._seen_gpu = state.gpu_left.copy()
+        self.tracker.reset(state, self.learner.typical(self.config.popularity))
         if force or self.learner.gpu_pods >= self.config.warmup:
             self.values.learn(self.learner.shapes)
 
@@ -178,22 +149,6 @@ class ArkgpuPolicy:
             self._learn(state)
             warm = n < self.config.warmup
             self._next_learn = n * 2 if warm else n + self.config.relearn_every
-
-    def _refresh(self, state: ClusterState) -> None:
-        changed = np.flatnonzero(
-            (state.cpu_left != self._seen_cpu) | (state.gpu_left != self._seen_gpu).any(axis=1)
-        )
-        if len(changed) == 0:
-            return
-        fresh = FragTables.compute(state.gpu_left[changed], self.typical)
-        self.tables.small_sum[changed] = fresh.small_sum
-        self.tables.big_count[changed] = fresh.big_count
-        self.tables.total[changed] = fresh.total
-        self._seen_cpu[changed] = state.cpu_left[changed]
-        self._seen_gpu[changed] = state.gpu_left[changed]
-
-    def _frag(self, nodes: IntArray, tables: FragTables, cpu_left: IntArray) -> FloatArray:
-        return fragmentation(tables, cpu_left, self.access[nodes], self.typical)
 
     def _strand(
         self,
@@ -211,19 +166,18 @@ class ArkgpuPolicy:
     def choose(self, state: ClusterState, pod: Pod, rng: np.random.Generator) -> Assignment | None:
         """Smallest fragmentation increase plus pattern loss; lowest index on ties."""
         self._observe(state, pod)
-        self._refresh(state)
+        tracker = self.tracker
+        tracker.refresh(state)
         nodes = np.flatnonzero(feasible_nodes(state, pod))
         if len(nodes) == 0:
             return None
-        t = self.tables
-        base = FragTables(t.small_sum[nodes], t.big_count[nodes], t.total[nodes])
-        before = self._frag(nodes, base, state.cpu_left[nodes])
+        base = tracker.of(nodes)
+        before = tracker.frag(nodes, base, state.cpu_left[nodes])
         cpu_after = state.cpu_left[nodes] - pod.cpu_milli
         if pod.is_gpu_share:
             return self._choose_share(state, pod, nodes, base, before, cpu_after)
-        cut = (self.typical.milli > 0)[None, :] * pod.num_gpu
-        after = FragTables(base.small_sum, base.big_count - cut, base.total - pod.total_gpu_milli)
-        cost = self._frag(nodes, after, cpu_after) - before
+        after = tracker.after_whole(base, pod)
+        cost = tracker.frag(nodes, after, cpu_after) - before
         cost = -frag_score(before, before + cost) + self._strand(
             state, nodes, pod, base.total, after.total
         )
@@ -240,14 +194,10 @@ class ArkgpuPolicy:
         before: FloatArray,
         cpu_after: IntArray,
     ) -> Assignment:
-        rows, slots = _distinct_share_options(state, nodes, pod)
+        rows, slots = distinct_share_options(state, nodes, pod)
         left = state.gpu_left[nodes[rows], slots]
-        m = self.typical.milli[None, :]
-        old, new = left[:, None], (left - pod.gpu_milli)[:, None]
-        small = base.small_sum[rows] - np.where(old < m, old, 0) + np.where(new < m, new, 0)
-        big = base.big_count[rows] - (old >= m) + (new >= m)
-        after = FragTables(small, big, base.total[rows] - pod.gpu_milli)
-        change = self._frag(nodes[rows], after, cpu_after[rows]) - before[rows]
+        after = self.tracker.after_share(base, rows, left, pod.gpu_milli)
+        change = self.tracker.frag(nodes[rows], after, cpu_after[rows]) - before[rows]
         cost = -frag_score(before[rows], before[rows] + change)
         loss = self.values.loss(state.model_index[nodes[rows]], left, pod)
         strand = self._strand(state, nodes, pod, base.total, base.total - pod.gpu_milli)[rows]

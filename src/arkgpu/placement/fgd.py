@@ -6,9 +6,9 @@ before and after the pod lands; ties between nodes are broken at random. A
 GPU-share pod tries every GPU with room and keeps the one of highest integer
 score (lowest index on ties); whole-GPU pods take the lowest-indexed free GPUs.
 
-The policy keeps per-node fragmentation tables and refreshes only the nodes
-whose state changed since its last call, so a decision costs O(nodes x shapes)
-array work instead of a full recomputation.
+The policy keeps per-node fragmentation tables in a
+:class:`~arkgpu.placement.fragmentation.FragTracker`, which refreshes only the
+nodes whose state changed since its last call.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from arkgpu.model.cluster import Assignment, ClusterState, FloatArray, IntArray
 from arkgpu.model.resources import Pod
 from arkgpu.placement.base import MAX_NODE_SCORE, POLICIES, PolicyContext, feasible_nodes, pick_best
-from arkgpu.placement.fragmentation import FragTables, TypicalPods, fragmentation
+from arkgpu.placement.fragmentation import FragTables, FragTracker, TypicalPods
 
 
 def frag_score(before: FloatArray, after: FloatArray) -> IntArray:
@@ -30,49 +30,22 @@ class FgdPolicy:
     """Fragmentation gradient descent over the workload's typical pods."""
 
     def __init__(self, state: ClusterState, typical: TypicalPods) -> None:
-        self.typical = typical
-        self.access = typical.access(state)
-        self._seen_cpu = state.cpu_left.copy()
-        self._seen_gpu = state.gpu_left.copy()
-        self.tables = FragTables.compute(state.gpu_left, typical)
-
-    def _refresh(self, state: ClusterState) -> None:
-        changed = np.flatnonzero(
-            (state.cpu_left != self._seen_cpu) | (state.gpu_left != self._seen_gpu).any(axis=1)
-        )
-        if len(changed) == 0:
-            return
-        fresh = FragTables.compute(state.gpu_left[changed], self.typical)
-        self.tables.small_sum[changed] = fresh.small_sum
-        self.tables.big_count[changed] = fresh.big_count
-        self.tables.total[changed] = fresh.total
-        self._seen_cpu[changed] = state.cpu_left[changed]
-        self._seen_gpu[changed] = state.gpu_left[changed]
-
-    def _frag(self, nodes: IntArray, tables: FragTables, cpu_left: IntArray) -> FloatArray:
-        return fragmentation(tables, cpu_left, self.access[nodes], self.typical)
-
-    def _tables(self, nodes: IntArray) -> FragTables:
-        t = self.tables
-        return FragTables(t.small_sum[nodes], t.big_count[nodes], t.total[nodes])
+        self.tracker = FragTracker(state, typical)
 
     def choose(self, state: ClusterState, pod: Pod, rng: np.random.Generator) -> Assignment | None:
         """Score every feasible node (and GPU for shares) by fragmentation change."""
-        self._refresh(state)
+        tracker = self.tracker
+        tracker.refresh(state)
         nodes = np.flatnonzero(feasible_nodes(state, pod))
         if len(nodes) == 0:
             return None
-        base = self._tables(nodes)
-        before = self._frag(nodes, base, state.cpu_left[nodes])
+        base = tracker.of(nodes)
+        before = tracker.frag(nodes, base, state.cpu_left[nodes])
         cpu_after = state.cpu_left[nodes] - pod.cpu_milli
         if pod.is_gpu_share:
             return self._choose_share(state, pod, nodes, base, before, cpu_after)
-        cut = (self.typical.milli > 0)[None, :] * pod.num_gpu
-        after_tables = FragTables(
-            base.small_sum, base.big_count - cut, base.total - pod.total_gpu_milli
-        )
-        scores = frag_score(before, self._frag(nodes, after_tables, cpu_after))
-        node = int(nodes[pick_best(scores)])
+        after = tracker.frag(nodes, tracker.after_whole(base, pod), cpu_after)
+        node = int(nodes[pick_best(frag_score(before, after))])
         free = np.flatnonzero(state.gpu_exists[node] & (state.gpu_left[node] >= pod.gpu_milli))
         return Assignment(node, tuple(int(g) for g in free[: pod.num_gpu]))
 
@@ -85,27 +58,18 @@ class FgdPolicy:
         before: FloatArray,
         cpu_after: IntArray,
     ) -> Assignment:
-        rows, slots = _distinct_share_options(state, nodes, pod)
+        rows, slots = distinct_share_options(state, nodes, pod)
         left = state.gpu_left[nodes[rows], slots]
-        after = self._after_share(base, rows, left, pod.gpu_milli)
-        option = frag_score(before[rows], self._frag(nodes[rows], after, cpu_after[rows]))
+        after = self.tracker.after_share(base, rows, left, pod.gpu_milli)
+        option = frag_score(before[rows], self.tracker.frag(nodes[rows], after, cpu_after[rows]))
         best = np.full(len(nodes), -1, dtype=np.int64)
         np.maximum.at(best, rows, option)
         i = pick_best(best)
         mine = np.flatnonzero((rows == i) & (option == best[i]))
         return Assignment(int(nodes[i]), (int(slots[mine].min()),))
 
-    def _after_share(
-        self, base: FragTables, rows: IntArray, left: IntArray, milli: int
-    ) -> FragTables:
-        m = self.typical.milli[None, :]
-        old, new = left[:, None], (left - milli)[:, None]
-        small = base.small_sum[rows] - np.where(old < m, old, 0) + np.where(new < m, new, 0)
-        big = base.big_count[rows] - (old >= m) + (new >= m)
-        return FragTables(small, big, base.total[rows] - milli)
 
-
-def _distinct_share_options(
+def distinct_share_options(
     state: ClusterState, nodes: IntArray, pod: Pod
 ) -> tuple[IntArray, IntArray]:
     """(row into nodes, GPU slot) for each GPU with room, one per distinct milli left per node.

@@ -20,7 +20,7 @@ over every category but "satisfied".
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +30,9 @@ from arkgpu.model.resources import Pod
 
 #: Share of all pods that the typical shapes must cover (the FGD experiments' 95%).
 POPULARITY_THRESHOLD = 0.95
+
+#: A pod shape: (CPU milli, GPU milli per GPU, GPU count, gpu_spec).
+Shape = tuple[int, int, int, frozenset[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,16 +47,23 @@ class TypicalPods:
 
     @classmethod
     def from_pods(cls, pods: Sequence[Pod], threshold: float = POPULARITY_THRESHOLD) -> TypicalPods:
+        """Most frequent shapes of ``pods`` covering ``threshold`` of them (:meth:`from_counts`)."""
+        return cls.from_counts(Counter(p.shape for p in pods), threshold)
+
+    @classmethod
+    def from_counts(
+        cls, counts: Mapping[Shape, int], threshold: float = POPULARITY_THRESHOLD
+    ) -> TypicalPods:
         """Most frequent shapes covering ``threshold`` of the pods, frequencies renormalised.
 
         Shapes are ordered by count, then (as the FGD simulator breaks ties)
         by larger CPU, GPU share, GPU count first.
         """
-        counts = Counter(p.shape for p in pods)
         ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0][:3]), reverse=True)
-        chosen, covered = [], 0
+        chosen: list[tuple[Shape, int]] = []
+        covered, total = 0, sum(counts.values())
         for shape, count in ranked:
-            if covered >= threshold * len(pods):
+            if covered >= threshold * total:
                 break
             chosen.append((shape, count))
             covered += count
@@ -67,6 +77,8 @@ class TypicalPods:
 
     def access(self, state: ClusterState) -> BoolArray:
         """[node, t]: shape ``t`` asks for GPUs and may use the node's GPU model."""
+        if not self.specs:
+            return np.zeros((len(state.nodes), 0), dtype=np.bool_)
         columns = [state.allowed_nodes(_spec_probe(spec)) for spec in self.specs]
         return np.stack(columns, axis=1) & (self.milli > 0)[None, :]
 
@@ -111,3 +123,61 @@ def cluster_fragmentation(state: ClusterState, typical: TypicalPods) -> float:
     """FGD's fragmentation of the whole cluster, in milli-GPU."""
     tables = FragTables.compute(state.gpu_left, typical)
     return float(fragmentation(tables, state.cpu_left, typical.access(state), typical).sum())
+
+
+class FragTracker:
+    """Per-node :class:`FragTables` kept in step with a cluster state.
+
+    Each call to :meth:`refresh` recomputes only the nodes whose CPU or GPUs
+    changed since the last one, so scoring a pod costs O(nodes x shapes)
+    array work instead of a full recomputation.
+    """
+
+    def __init__(self, state: ClusterState, typical: TypicalPods) -> None:
+        self.reset(state, typical)
+
+    def reset(self, state: ClusterState, typical: TypicalPods) -> None:
+        """Start over for ``typical`` shapes (for example after re-learning them)."""
+        self.typical = typical
+        self.access = typical.access(state)
+        self.tables = FragTables.compute(state.gpu_left, typical)
+        self._seen_cpu = state.cpu_left.copy()
+        self._seen_gpu = state.gpu_left.copy()
+
+    def refresh(self, state: ClusterState) -> None:
+        """Recompute the tables of the nodes that changed since the last call."""
+        changed = np.flatnonzero(
+            (state.cpu_left != self._seen_cpu) | (state.gpu_left != self._seen_gpu).any(axis=1)
+        )
+        if len(changed) == 0:
+            return
+        fresh = FragTables.compute(state.gpu_left[changed], self.typical)
+        self.tables.small_sum[changed] = fresh.small_sum
+        self.tables.big_count[changed] = fresh.big_count
+        self.tables.total[changed] = fresh.total
+        self._seen_cpu[changed] = state.cpu_left[changed]
+        self._seen_gpu[changed] = state.gpu_left[changed]
+
+    def of(self, nodes: IntArray) -> FragTables:
+        """The tables of ``nodes``."""
+        t = self.tables
+        return FragTables(t.small_sum[nodes], t.big_count[nodes], t.total[nodes])
+
+    def frag(self, nodes: IntArray, tables: FragTables, cpu_left: IntArray) -> FloatArray:
+        """Fragmentation of ``nodes`` in the state that ``tables`` and ``cpu_left`` describe."""
+        return fragmentation(tables, cpu_left, self.access[nodes], self.typical)
+
+    def after_whole(self, base: FragTables, pod: Pod) -> FragTables:
+        """Tables after ``pod`` takes ``num_gpu`` wholly free GPUs (or none) on each node."""
+        cut = (self.typical.milli > 0)[None, :] * pod.num_gpu
+        return FragTables(base.small_sum, base.big_count - cut, base.total - pod.total_gpu_milli)
+
+    def after_share(
+        self, base: FragTables, rows: IntArray, left: IntArray, milli: int
+    ) -> FragTables:
+        """Tables of ``base[rows]`` after a share of ``milli`` lands on a GPU with ``left``."""
+        m = self.typical.milli[None, :]
+        old, new = left[:, None], (left - milli)[:, None]
+        small = base.small_sum[rows] - np.where(old < m, old, 0) + np.where(new < m, new, 0)
+        big = base.big_count[rows] - (old >= m) + (new >= m)
+        return FragTables(small, big, base.total[rows] - milli)
