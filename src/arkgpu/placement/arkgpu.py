@@ -47,7 +47,7 @@ import numpy as np
 from arkgpu.model.cluster import Assignment, ClusterState, FloatArray, IntArray
 from arkgpu.model.resources import Pod
 from arkgpu.placement.arkgpu_values import ShareValues
-from arkgpu.placement.base import POLICIES, PolicyContext, feasible_nodes, pick_best
+from arkgpu.placement.base import POLICIES, PolicyContext, best_fit_gpus, feasible_nodes, pick_best
 from arkgpu.placement.fgd import distinct_share_options, frag_score
 from arkgpu.placement.fragmentation import (
     POPULARITY_THRESHOLD,
@@ -182,8 +182,7 @@ class ArkgpuPolicy:
             state, nodes, pod, base.total, after.total
         )
         node = int(nodes[pick_best(-cost)])
-        free = np.flatnonzero(state.gpu_exists[node] & (state.gpu_left[node] >= pod.gpu_milli))
-        return Assignment(node, tuple(int(g) for g in free[: pod.num_gpu]))
+        return Assignment(node, best_fit_gpus(state, node, pod))
 
     def _choose_share(
         self,

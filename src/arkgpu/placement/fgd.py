@@ -17,7 +17,14 @@ import numpy as np
 
 from arkgpu.model.cluster import Assignment, ClusterState, FloatArray, IntArray
 from arkgpu.model.resources import Pod
-from arkgpu.placement.base import MAX_NODE_SCORE, POLICIES, PolicyContext, feasible_nodes, pick_best
+from arkgpu.placement.base import (
+    MAX_NODE_SCORE,
+    POLICIES,
+    PolicyContext,
+    best_fit_gpus,
+    feasible_nodes,
+    pick_best,
+)
 from arkgpu.placement.fragmentation import FragTables, FragTracker, TypicalPods
 
 
@@ -46,8 +53,7 @@ class FgdPolicy:
             return self._choose_share(state, pod, nodes, base, before, cpu_after)
         after = tracker.frag(nodes, tracker.after_whole(base, pod), cpu_after)
         node = int(nodes[pick_best(frag_score(before, after))])
-        free = np.flatnonzero(state.gpu_exists[node] & (state.gpu_left[node] >= pod.gpu_milli))
-        return Assignment(node, tuple(int(g) for g in free[: pod.num_gpu]))
+        return Assignment(node, best_fit_gpus(state, node, pod))
 
     def _choose_share(
         self,
