@@ -50,10 +50,13 @@ typedef struct arkgpu_limits {
     uint64_t mem_limit[ARKGPU_MAX_DEVICES]; /* bytes per device ordinal */
 } arkgpu_limits;
 
+/* arkgpu_proc.flags bits */
+#define ARKGPU_PROC_IN_LOCK 1u /* this process holds the usage lock */
+
 /* One process's usage; pid 0 marks a free slot. */
 typedef struct arkgpu_proc {
     int32_t pid;
-    uint32_t flags;
+    uint32_t flags;       /* ARKGPU_PROC_* bits */
     uint64_t start_ticks; /* /proc/<pid>/stat starttime: tells pid reuse apart */
     uint64_t bytes[ARKGPU_MAX_DEVICES][ARKGPU_KINDS];
     uint64_t busy_ns;      /* GPU busy time measured with events */

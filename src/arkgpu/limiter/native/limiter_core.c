@@ -132,25 +132,37 @@ static uint64_t start_ticks(pid_t pid) {
 
 static int proc_dead(const arkgpu_proc *pr) { return start_ticks(pr->pid) != pr->start_ticks; }
 
+/* Gives a dead process's bytes back to the container and frees its slot. */
+static void reclaim_slot(arkgpu_proc *pr) {
+    arkgpu_usage *u = arkgpu_st.usage;
+    for (int d = 0; d < ARKGPU_MAX_DEVICES; d++)
+        for (int k = 0; k < ARKGPU_KINDS; k++) {
+            uint64_t b = pr->bytes[d][k];
+            u->used[d] -= b < u->used[d] ? b : u->used[d];
+            u->reclaimed_bytes += b;
+        }
+    memset(pr, 0, sizeof *pr);
+}
+
 void arkgpu_reclaim_dead_locked(void) {
     arkgpu_usage *u = arkgpu_st.usage;
     for (int i = 0; i < ARKGPU_MAX_PROCS; i++) {
         arkgpu_proc *pr = &u->procs[i];
-        if (!pr->pid || pr == arkgpu_st.me || !proc_dead(pr)) continue;
-        for (int d = 0; d < ARKGPU_MAX_DEVICES; d++)
-            for (int k = 0; k < ARKGPU_KINDS; k++) {
-                uint64_t b = pr->bytes[d][k];
-                u->used[d] -= b < u->used[d] ? b : u->used[d];
-                u->reclaimed_bytes += b;
-            }
-        memset(pr, 0, sizeof *pr);
+        if (pr->pid && pr != arkgpu_st.me && proc_dead(pr)) reclaim_slot(pr);
     }
 }
 
-/* After a holder died inside the lock: drop dead slots, recount totals. */
+/* After a holder died inside the lock: drop its slot and other dead ones,
+ * recount totals. The owner is known by its IN_LOCK flag: the kernel releases
+ * a robust mutex early in process exit, before /proc shows the process as a
+ * zombie, so its liveness cannot be read from /proc yet. */
 static void recover_locked(void) {
     arkgpu_usage *u = arkgpu_st.usage;
     u->lock_recoveries++;
+    for (int i = 0; i < ARKGPU_MAX_PROCS; i++) {
+        arkgpu_proc *pr = &u->procs[i];
+        if (pr->pid && pr != arkgpu_st.me && (pr->flags & ARKGPU_PROC_IN_LOCK)) reclaim_slot(pr);
+    }
     arkgpu_reclaim_dead_locked();
     for (int d = 0; d < ARKGPU_MAX_DEVICES; d++) {
         uint64_t sum = 0;
@@ -167,9 +179,13 @@ void arkgpu_usage_lock(void) {
         recover_locked();
         pthread_mutex_consistent(m);
     }
+    if (arkgpu_st.me) arkgpu_st.me->flags |= ARKGPU_PROC_IN_LOCK;
 }
 
-void arkgpu_usage_unlock(void) { pthread_mutex_unlock((pthread_mutex_t *)arkgpu_st.usage->lock); }
+void arkgpu_usage_unlock(void) {
+    if (arkgpu_st.me) arkgpu_st.me->flags &= ~ARKGPU_PROC_IN_LOCK;
+    pthread_mutex_unlock((pthread_mutex_t *)arkgpu_st.usage->lock);
+}
 
 static const char *claim_slot(void) {
     arkgpu_usage *u = arkgpu_st.usage;
