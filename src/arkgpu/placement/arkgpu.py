@@ -5,6 +5,7 @@ pods seen so far; nothing is moved. Every option (a node, and for a GPU share
 also the GPU) gets a score in FGD's points (0..100, higher is better)::
 
     score = frag_score - pattern_loss / PATTERN - stranding_increase / STRANDING
+            - hosting_loss / SCARCITY
 
 and the best option wins; ties go to the lowest node index, then GPU slot.
 
@@ -30,6 +31,11 @@ and the best option wins; ties go to the lowest node index, then GPU slot.
    continues a pattern of an optimal packing (a 470 beside a 470, a 320 in the
    350 left by a 650) and positive when it spoils one, which FGD's one-step
    measure cannot see.
+4. ``hosting_loss`` (:mod:`arkgpu.placement.scarcity`): demand of the learned
+   shapes that fewer than half of the GPUs could ever host and that the node
+   can host now but not after the placement, each scaled by how few hosts it
+   has. It keeps the few nodes that alone fit a shape (the 128-core G3 nodes
+   for 8-GPU 120-core pods) for that shape.
 
 Shapes and prices are re-learned every :attr:`ArkgpuConfig.relearn_every`
 GPU-pod arrivals; per-node tables are refreshed only for nodes that changed,
@@ -55,7 +61,9 @@ from arkgpu.placement.fragmentation import (
     FragTracker,
     Shape,
     TypicalPods,
+    satisfiable,
 )
+from arkgpu.placement.scarcity import hosting_loss, scarcity_weights
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +91,10 @@ class ArkgpuConfig:
     """Milli-GPU of new CPU/memory stranding that cost one point: twice the
     weight of fragmentation, since stranded GPUs are lost for every shape.
     Measured flat from 10 to 40 (4.18-4.19% on default seed 42 without prices)."""
+    scarcity_milli_per_point: float = 20.0
+    """Milli-GPU of lost hosting of scarce shapes (:mod:`arkgpu.placement.scarcity`)
+    that cost one point: the same unit and weight as stranding, since both are
+    GPU capacity made unusable for some pods."""
     popularity: float = POPULARITY_THRESHOLD
     """Share of pods the learned typical shapes cover (FGD's 95%): the tail of
     rare shapes costs time and barely moves the measure."""
@@ -129,6 +141,7 @@ class ArkgpuPolicy:
         self.values = ShareValues(state)
         self._next_learn = 1
         self.tracker = FragTracker(state, TypicalPods.from_counts({}))
+        self.scarcity = np.zeros(0)
 
     def prime(self, state: ClusterState, pods: Sequence[Pod]) -> None:
         """Learn from ``pods`` before any arrival (the offline packer knows them all)."""
@@ -139,6 +152,7 @@ class ArkgpuPolicy:
 
     def _learn(self, state: ClusterState, force: bool = False) -> None:
         self.tracker.reset(state, self.learner.typical(self.config.popularity))
+        self.scarcity = scarcity_weights(state, self.tracker.typical, self.tracker.access)
         if force or self.learner.gpu_pods >= self.config.warmup:
             self.values.learn(self.learner.shapes)
 
@@ -163,8 +177,26 @@ class ArkgpuPolicy:
         after = self.learner.stranded(gpu_after, cpu - pod.cpu_milli, mem - pod.memory_mib)
         return np.asarray((after - before) / self.config.stranding_milli_per_point)
 
+    def _scarce(
+        self,
+        nodes: IntArray,
+        before: FragTables,
+        cpu_before: IntArray,
+        after: FragTables,
+        cpu_after: IntArray,
+    ) -> FloatArray:
+        """Points lost by options that take away hosting of scarce shapes."""
+        tracker = self.tracker
+        access = tracker.access[nodes]
+        lost = hosting_loss(
+            self.scarcity,
+            satisfiable(before, cpu_before, access, tracker.typical),
+            satisfiable(after, cpu_after, access, tracker.typical),
+        )
+        return lost / self.config.scarcity_milli_per_point
+
     def choose(self, state: ClusterState, pod: Pod, rng: np.random.Generator) -> Assignment | None:
-        """Smallest fragmentation increase plus pattern loss; lowest index on ties."""
+        """Best score (module docstring); lowest index on ties."""
         self._observe(state, pod)
         tracker = self.tracker
         tracker.refresh(state)
@@ -178,8 +210,10 @@ class ArkgpuPolicy:
             return self._choose_share(state, pod, nodes, base, before, cpu_after)
         after = tracker.after_whole(base, pod)
         cost = tracker.frag(nodes, after, cpu_after) - before
-        cost = -frag_score(before, before + cost) + self._strand(
-            state, nodes, pod, base.total, after.total
+        cost = (
+            -frag_score(before, before + cost)
+            + self._strand(state, nodes, pod, base.total, after.total)
+            + self._scarce(nodes, base, state.cpu_left[nodes], after, cpu_after)
         )
         node = int(nodes[pick_best(-cost)])
         return Assignment(node, best_fit_gpus(state, node, pod))
@@ -200,9 +234,16 @@ class ArkgpuPolicy:
         cost = -frag_score(before[rows], before[rows] + change)
         loss = self.values.loss(state.model_index[nodes[rows]], left, pod)
         strand = self._strand(state, nodes, pod, base.total, base.total - pod.gpu_milli)[rows]
-        total = cost + loss / self.config.pattern_milli_per_point + strand
+        scarce = self._scarce(
+            nodes[rows], _rows(base, rows), state.cpu_left[nodes[rows]], after, cpu_after[rows]
+        )
+        total = cost + loss / self.config.pattern_milli_per_point + strand + scarce
         best = pick_best(-total)
         return Assignment(int(nodes[rows[best]]), (int(slots[best]),))
+
+
+def _rows(tables: FragTables, rows: IntArray) -> FragTables:
+    return FragTables(tables.small_sum[rows], tables.big_count[rows], tables.total[rows])
 
 
 @POLICIES.register("arkgpu")

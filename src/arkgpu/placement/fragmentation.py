@@ -106,15 +106,23 @@ class FragTables:
         return cls(small_sum, big.sum(axis=2), gpu_left.sum(axis=1))
 
 
+def satisfiable(
+    tables: FragTables, cpu_left: IntArray, access: BoolArray, typical: TypicalPods
+) -> BoolArray:
+    """[node, t]: shape ``t`` asks for GPUs and fits on the node (GPUs, CPU, model)."""
+    return np.asarray(
+        access
+        & (tables.big_count >= typical.num[None, :])
+        & (cpu_left[:, None] >= typical.cpu[None, :]),
+        dtype=np.bool_,
+    )
+
+
 def fragmentation(
     tables: FragTables, cpu_left: IntArray, access: BoolArray, typical: TypicalPods
 ) -> FloatArray:
     """Fragmentation of each node (milli-GPU) from its tables, CPU left and access."""
-    satisfied = (
-        access
-        & (tables.big_count >= typical.num[None, :])
-        & (cpu_left[:, None] >= typical.cpu[None, :])
-    )
+    satisfied = satisfiable(tables, cpu_left, access, typical)
     fragment = np.where(satisfied, tables.small_sum, tables.total[:, None])
     return np.asarray(fragment @ typical.freq, dtype=np.float64)
 
