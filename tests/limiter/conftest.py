@@ -3,9 +3,11 @@ the fake driver through the interception library (built by `make native`)."""
 
 from __future__ import annotations
 
+import os
 import select
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,6 +24,7 @@ class Probe:
 
     def __init__(self, container: FakeContainer, extra_env: dict[str, str] | None = None) -> None:
         self.proc = container.popen([str(native.cubench()), "script"], extra_env)
+        self._pending = b""
 
     def send(self, line: str) -> None:
         """Send a command without waiting for its reply."""
@@ -30,11 +33,22 @@ class Probe:
         self.proc.stdin.flush()
 
     def reply(self, timeout: float = 10.0) -> str:
-        """The next reply line; fails the test when none comes within ``timeout`` s."""
+        """The next reply line; fails the test when none comes within ``timeout`` s.
+
+        Lines are split here from raw reads of the pipe: a buffered readline
+        could take two lines at once (a forked child's beside its parent's),
+        and select would then wait in vain for the second."""
         assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        assert ready, f"no reply within {timeout} s"
-        return self.proc.stdout.readline().strip()
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._pending:
+            ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))
+            assert ready, f"no reply within {timeout} s"
+            chunk = os.read(fd, 4096)
+            assert chunk, "the probe closed its output"
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        return line.decode().strip()
 
     def ask(self, line: str, timeout: float = 10.0) -> str:
         """Send a command and return its reply."""
