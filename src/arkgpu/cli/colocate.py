@@ -1,4 +1,5 @@
-"""``arkgpu colocate``: run the co-location simulator, bench the sharing modes, sensitivity."""
+"""``arkgpu colocate``: run the co-location simulator, bench the sharing modes, sensitivity,
+and check the ``mps`` mode's fair-split assumption on measured data."""
 
 from __future__ import annotations
 
@@ -17,10 +18,14 @@ from arkgpu.bench.colocation import (
     run_bench,
 )
 from arkgpu.bench.colocation_sensitivity import format_sensitivity, run_sensitivity
+from arkgpu.bench.mps_check import format_table as format_mps_table
+from arkgpu.bench.mps_check import mps_fair_split_check
+from arkgpu.bench.mps_check import to_json as mps_json
+from arkgpu.traces.profiles import default_profile_dir, load_mps_profiles, load_solo_profiles
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``colocate run|bench|sensitivity``."""
+    """Add ``colocate run|bench|sensitivity|mps-check``."""
     parser = subparsers.add_parser(
         "colocate", help="co-location simulator (LC + BE on shared GPUs)"
     )
@@ -44,6 +49,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _bench_args(sens)
     sens.add_argument("--json", dest="json_out", type=Path, help="write the JSON document here")
     sens.set_defaults(handler=_sensitivity)
+    mps = sub.add_parser(
+        "mps-check", help="measured MPS latency vs the fair 1/n split (ParvaGPU A100)"
+    )
+    mps.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    mps.set_defaults(handler=_mps_check)
 
 
 def _bench_args(parser: argparse.ArgumentParser) -> None:
@@ -103,4 +113,14 @@ def _sensitivity(args: argparse.Namespace) -> int:
     print(format_sensitivity(doc))
     if args.json_out:
         args.json_out.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    return 0
+
+
+def _mps_check(args: argparse.Namespace) -> int:
+    folder = default_profile_dir()
+    check = mps_fair_split_check(
+        load_solo_profiles(folder / "parvagpu_a100_solo.csv"),
+        load_mps_profiles(folder / "parvagpu_a100_mps.csv"),
+    )
+    print(json.dumps(mps_json(check), indent=2) if args.json else format_mps_table(check))
     return 0

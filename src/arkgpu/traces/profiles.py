@@ -11,6 +11,12 @@ Two kinds of file (the format is documented in ``docs/PROFILES.md``):
 
       gpu,model_a,batch_a,share_a,model_b,batch_b,share_b,latency_a_ms,latency_b_ms,std_a_ms,std_b_ms
 
+* MPS files (``*_mps.csv``), one row per (GPU, DNN model, batch, n) measured with
+  ``n`` identical processes of the model under MPS defaults (no active-thread
+  limit) on the whole GPU; latency and throughput are per process::
+
+      gpu,model,batch,processes,latency_ms,throughput_per_s
+
 ``share`` is the fraction of the GPU's compute in (0, 1]: an MPS active-thread
 percentage divided by 100, or a MIG instance's GPCs divided by 7. Optional
 fields are empty. Every loading error names the file, the line and the field.
@@ -48,8 +54,17 @@ PAIR_COLUMNS: tuple[str, ...] = (
     "std_a_ms",
     "std_b_ms",
 )
+MPS_COLUMNS: tuple[str, ...] = (
+    "gpu",
+    "model",
+    "batch",
+    "processes",
+    "latency_ms",
+    "throughput_per_s",
+)
 SOLO_SUFFIX = "_solo.csv"
 PAIR_SUFFIX = "_pairs.csv"
+MPS_SUFFIX = "_mps.csv"
 
 
 class ProfileFormatError(ValueError):
@@ -110,6 +125,24 @@ class PairRecord:
     """Standard deviation of a's latency in ms, when reported."""
     std_b_ms: float | None = None
     """Standard deviation of b's latency in ms, when reported."""
+
+
+@dataclass(frozen=True, slots=True)
+class MpsRecord:
+    """``processes`` identical copies of one model sharing a whole GPU under MPS defaults."""
+
+    gpu: str
+    """GPU model name."""
+    model: str
+    """DNN model name."""
+    batch: int
+    """Batch size in requests of every process, >= 1."""
+    processes: int
+    """Number of identical MPS processes running at once, >= 2."""
+    latency_ms: float
+    """Latency of one batch of one process in ms, > 0."""
+    throughput: float
+    """Requests per second of one process, > 0."""
 
 
 class _Row:
@@ -203,6 +236,20 @@ def _pair(row: _Row) -> PairRecord:
     )
 
 
+def _mps(row: _Row) -> MpsRecord:
+    processes = row.integer("processes")
+    if processes < 2:
+        raise row.error("processes", f"{processes} is below 2 (one process is a solo row)")
+    return MpsRecord(
+        gpu=row.text("gpu"),
+        model=row.text("model"),
+        batch=row.integer("batch"),
+        processes=processes,
+        latency_ms=row.number("latency_ms"),
+        throughput=row.number("throughput_per_s"),
+    )
+
+
 T = TypeVar("T")
 
 
@@ -229,6 +276,11 @@ def load_pair_profiles(path: Path | str) -> list[PairRecord]:
     return _load(path, PAIR_SUFFIX, PAIR_COLUMNS, _pair)
 
 
+def load_mps_profiles(path: Path | str) -> list[MpsRecord]:
+    """Load MPS records from a canonical file, or from every ``*_mps.csv`` in a directory."""
+    return _load(path, MPS_SUFFIX, MPS_COLUMNS, _mps)
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return ""
@@ -253,6 +305,11 @@ def write_solo_profiles(path: Path | str, records: Iterable[SoloRecord]) -> None
 def write_pair_profiles(path: Path | str, records: Iterable[PairRecord]) -> None:
     """Write pair records to ``path`` in the canonical format."""
     _write(path, PAIR_COLUMNS, records)
+
+
+def write_mps_profiles(path: Path | str, records: Iterable[MpsRecord]) -> None:
+    """Write MPS records to ``path`` in the canonical format."""
+    _write(path, MPS_COLUMNS, records)
 
 
 def default_profile_dir() -> Path:

@@ -14,6 +14,8 @@ and returns canonical records; errors name the file, line and field.
   coarse for 5 ms batches; with one closed-loop process latency is batch /
   throughput, which the converter checks against the rounded column (within
   0.6 ms) and writes in ms with full precision.
+  :func:`import_parvagpu_mps` reads the rows with 2+ processes on the whole GPU
+  (7 GPCs) as MPS records, per process, checked the same way.
 * ``migprofiler`` (HuaizhengZhang/MIGProfiler, A100-80GB, MIG): ``cv_cv_infer.csv``
   and ``nlp_nlp_infer.csv``; share = GPCs / 7 from the ``<n>g.<mem>gb`` profile
   name. NLP models are named ``<model>-seq<length>`` since the sequence length
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arkgpu.traces.profiles import (
+    MpsRecord,
     PairRecord,
     ProfileFormatError,
     SoloRecord,
@@ -114,9 +117,8 @@ PARVA_ROUNDING_MS = 0.6
 """Largest accepted gap between ParvaGPU's rounded latency and batch / throughput, ms."""
 
 
-def _parva_row(model: str, row: _Row) -> SoloRecord | None:
-    if row.integer("Workload Number") != 1:
-        return None
+def _parva_measured(row: _Row) -> tuple[int, int, float, float] | None:
+    """``(GPCs, batch, latency_ms, throughput)`` of a ParvaGPU row; None for a row of zeros."""
     if row.text("Throughput") in ("0", "0.0") and row.text("Latency") in ("0", "0.0"):
         return None
     gpcs = row.integer("Mig instance")
@@ -129,6 +131,13 @@ def _parva_row(model: str, row: _Row) -> SoloRecord | None:
     if abs(latency_ms - rounded_ms) > PARVA_ROUNDING_MS:
         problem = f"{rounded_ms:g} ms disagrees with batch / throughput = {latency_ms:.3f} ms"
         raise row.error("Latency", problem)
+    return gpcs, batch, latency_ms, throughput
+
+
+def _parva_row(model: str, row: _Row) -> SoloRecord | None:
+    if row.integer("Workload Number") != 1 or (measured := _parva_measured(row)) is None:
+        return None
+    gpcs, batch, latency_ms, throughput = measured
     return SoloRecord(A100_GPU, model, batch, gpcs / MIG_GPCS, latency_ms, throughput)
 
 
@@ -142,6 +151,28 @@ def import_parvagpu(source: Path | str) -> Imported:
             if record is not None:
                 solo.append(record)
     return Imported(solo, [])
+
+
+def _parva_mps_row(model: str, row: _Row) -> MpsRecord | None:
+    processes = row.integer("Workload Number")
+    if processes < 2 or (measured := _parva_measured(row)) is None:
+        return None
+    gpcs, batch, latency_ms, throughput = measured
+    if gpcs != MIG_GPCS:
+        return None
+    return MpsRecord(A100_GPU, model, batch, processes, latency_ms, throughput)
+
+
+def import_parvagpu_mps(source: Path | str) -> list[MpsRecord]:
+    """ParvaGPU's rows of 2+ identical MPS processes on the whole GPU (7 GPCs), per process."""
+    records: list[MpsRecord] = []
+    for file in _files(Path(source), "prof_data_*.csv"):
+        model = file.stem.removeprefix("prof_data_")
+        for row in read_rows(file, PARVA_COLUMNS):
+            record = _parva_mps_row(model, row)
+            if record is not None:
+                records.append(record)
+    return records
 
 
 MIG_PROFILE = re.compile(r"^(\d)g\.\d+gb$")
