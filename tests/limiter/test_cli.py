@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from arkgpu.cli.main import main
-from arkgpu.limiter import Limits, create_region
+from arkgpu.client import LatencyReporter
+from arkgpu.limiter import Limits, create_region, link_lender
 
 
 def test_bench_writes_every_figure_with_its_cases(tmp_path: Path) -> None:
@@ -43,3 +44,20 @@ def test_show_prints_limits_and_usage(tmp_path: Path, capsys: pytest.CaptureFixt
     region = create_region(tmp_path / "r", Limits((1 << 20,), 25.0))
     assert main(["limiter", "show", str(region)]) == 0
     assert "share_pct=25.0" in capsys.readouterr().out
+
+
+def test_show_prints_lending(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`show` prints the in-flight count and, per lender, its lent share and
+    what its file says now (a missing lender is named as lending nothing)."""
+    lc = create_region(tmp_path / "lc", Limits((None,)))
+    be = create_region(tmp_path / "be", Limits((None,), 30.0, lent_bp=(5000, 2500)))
+    link_lender(be, 0, lc)
+    with LatencyReporter(lc) as reporter:
+        reporter.batch_begin()
+        assert main(["limiter", "show", str(lc)]) == 0
+        assert "LC batches in flight: 1 (begun 1)" in capsys.readouterr().out
+        assert main(["limiter", "show", str(be)]) == 0
+    out = capsys.readouterr().out
+    assert "lending: 2 lenders, stale after 5000 ms" in out
+    assert "lender 0: 5000 bp; 1 batches in flight, not lending" in out
+    assert "lender 1: 2500 bp; lenders/1 missing or of another layout: lends nothing" in out

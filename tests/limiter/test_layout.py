@@ -13,3 +13,12 @@ def test_python_mirror_matches_c_header_sizes_and_offsets() -> None:
     mutex_size = printed.pop("sizeof.pthread_mutex_t")
     assert printed == layout.mirror_layout()
     assert mutex_size <= layout.LOCK_BYTES
+
+
+def test_layout_version_2_carries_lending() -> None:
+    """Version 2 adds the lent shares to the limits and the in-flight counter
+    (one 64-byte line) to the usage file."""
+    printed = json.loads(subprocess.check_output([str(native.layout_printer())], text=True))
+    assert printed["const.ARKGPU_LAYOUT_VERSION"] == layout.LAYOUT_VERSION == 2
+    assert printed["arkgpu_limits.lent_bp"][1] == 4 * layout.MAX_LENDERS
+    assert printed["sizeof.arkgpu_inflight"] == 64

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from arkgpu.limiter.benchmarking import BenchConfig, plot_report, run_bench
-from arkgpu.limiter.region import read_limits, read_usage
+from arkgpu.limiter.lending import lender_usage, lends_now
+from arkgpu.limiter.region import Limits, read_limits, read_usage
 
 QUICK = BenchConfig(
     shares=(30.0, 70.0), seconds=0.5, launch_calls=20_000, mem_calls=10_000, repeats=1
@@ -96,4 +98,22 @@ def show_command(args: argparse.Namespace) -> int:
             f"{p.launches} launches, throttled {p.throttled_ns / 1e6:.1f} ms, "
             f"{p.oom_refusals} refusals"
         )
+    print(f"LC batches in flight: {usage.batches_in_flight} (begun {usage.batches_begun})")
+    _print_lenders(args.region, limits)
     return 0
+
+
+def _print_lenders(region: Path, limits: Limits) -> None:
+    """One line per lender: its lent share and what lenders/<k> says now."""
+    if not limits.lent_bp:
+        return
+    print(f"lending: {len(limits.lent_bp)} lenders, stale after {limits.lend_stale_ms} ms")
+    now = time.monotonic_ns()
+    for k, bp in enumerate(limits.lent_bp):
+        lender = lender_usage(region, k)
+        if lender is None:
+            state = f"lenders/{k} missing or of another layout: lends nothing"
+        else:
+            lending = "lending" if lends_now(lender, limits.lend_stale_ms, now) else "not lending"
+            state = f"{lender.batches_in_flight} batches in flight, {lending}"
+        print(f"  lender {k}: {bp} bp; {state}")

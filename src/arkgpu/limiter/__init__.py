@@ -1,9 +1,12 @@
 """The resource limiter: control region layout, Python mirror, native interception library.
 
 The node side uses :mod:`arkgpu.limiter.region` to create a container's
-region, change its limits while it runs and read its usage and LC latencies.
+region, change its limits while it runs and read its usage and LC latencies;
+:mod:`arkgpu.limiter.lending` links an LC container's usage file into a
+best-effort container's region for idle-share lending.
 """
 
+from arkgpu.limiter.lending import lender_usage, link_lender
 from arkgpu.limiter.region import (
     LatencySample,
     Limits,
@@ -24,6 +27,8 @@ __all__ = [
     "ProcessUsage",
     "Usage",
     "create_region",
+    "lender_usage",
+    "link_lender",
     "read_latencies",
     "read_limits",
     "read_usage",

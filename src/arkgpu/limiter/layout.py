@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import ctypes
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 LIMITS_MAGIC = 0x53544D494C4B5241  # "ARKLIMTS"
 USAGE_MAGIC = 0x45474153554B5241  # "ARKUSAGE"
 MAX_DEVICES = 8
 MAX_PROCS = 64
 LATENCY_SLOTS = 1024
+MAX_LENDERS = 8
+LEND_STALE_MS = 5000
 SHARE_FULL = 10000
 MEM_UNLIMITED = (1 << 64) - 1
 LOCK_BYTES = 64
@@ -40,6 +42,9 @@ class LimitsStruct(ctypes.Structure):
         ("num_devices", U32),
         ("burst_us", U32),
         ("mem_limit", U64 * MAX_DEVICES),
+        ("lend_count", U32),
+        ("lend_stale_ms", U32),
+        ("lent_bp", U32 * MAX_LENDERS),
     )
 
 
@@ -64,6 +69,18 @@ class LatencyEntryStruct(ctypes.Structure):
     _fields_ = (("seq", U64), ("t_ns", U64), ("latency_ns", U64), ("batch", U64))
 
 
+class InflightStruct(ctypes.Structure):
+    """``arkgpu_inflight``: an LC container's batches in flight (idle-share lending)."""
+
+    _fields_ = (
+        ("count", U64),
+        ("since_ns", I64),
+        ("changed_ns", I64),
+        ("begun", U64),
+        ("pad", U64 * 4),
+    )
+
+
 class UsageStruct(ctypes.Structure):
     """``arkgpu_usage``: written by the library in the container's processes."""
 
@@ -79,6 +96,7 @@ class UsageStruct(ctypes.Structure):
         ("reclaimed_bytes", U64),
         ("lock_recoveries", U64),
         ("procs", ProcStruct * MAX_PROCS),
+        ("inflight", InflightStruct),
         ("lat_head", U64),
         ("lat_pad", U64 * 7),
         ("lat", LatencyEntryStruct * LATENCY_SLOTS),
@@ -90,6 +108,7 @@ MIRRORS: dict[str, type[ctypes.Structure]] = {
     "arkgpu_limits": LimitsStruct,
     "arkgpu_proc": ProcStruct,
     "arkgpu_latency_entry": LatencyEntryStruct,
+    "arkgpu_inflight": InflightStruct,
     "arkgpu_usage": UsageStruct,
 }
 
@@ -110,4 +129,6 @@ def mirror_layout() -> dict[str, object]:
     out["const.ARKGPU_MAX_PROCS"] = MAX_PROCS
     out["const.ARKGPU_KINDS"] = len(KINDS)
     out["const.ARKGPU_LATENCY_SLOTS"] = LATENCY_SLOTS
+    out["const.ARKGPU_MAX_LENDERS"] = MAX_LENDERS
+    out["const.ARKGPU_LEND_STALE_MS"] = LEND_STALE_MS
     return out

@@ -3,6 +3,8 @@
 A region is a directory with two files (layout in ``native/arkgpu_region.h``):
 ``limits``, written here only and mapped read-only by the container, and
 ``usage``, written by the interception library in the container's processes.
+A best-effort container that borrows idle share also has ``lenders/<k>``, the
+usage file of lender k (:mod:`arkgpu.limiter.lending`).
 """
 
 from __future__ import annotations
@@ -47,16 +49,46 @@ class Limits:
     burst_us: int = 20_000
     """Pacing bucket depth at full share in µs: 20 ms lets a few ms-long kernels
     through back to back while keeping any 100 ms window near the share."""
+    lent_bp: tuple[int, ...] = ()
+    """Share lender k lends while it has no batch in flight, basis points
+    (0..10000 each, at most 8 lenders); lender k's usage file must be visible
+    at ``lenders/<k>`` (:func:`arkgpu.limiter.lending.link_lender`). Empty: the
+    container borrows nothing."""
+    lend_stale_ms: int = layout.LEND_STALE_MS
+    """A lender's in-flight count left unchanged this long counts as idle, ms.
+    A crashed LC process never ends its batch and pids cannot be checked across
+    containers, so time decides; 5 s is far above an inference batch's time."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.share_pct <= 100:
             raise ValueError(f"share_pct must be within 0..100, got {self.share_pct}")
         if len(self.memory_bytes) > layout.MAX_DEVICES:
-            raise ValueError(f"at most {layout.MAX_DEVICES} devices, got {len(self.memory_bytes)}")
+            raise ValueError(
+                f"memory_bytes: at most {layout.MAX_DEVICES} devices, got {len(self.memory_bytes)}"
+            )
         if any(b is not None and not 0 <= b < layout.MEM_UNLIMITED for b in self.memory_bytes):
-            raise ValueError(f"memory caps must be non-negative bytes: {self.memory_bytes}")
+            raise ValueError(
+                f"memory_bytes: memory caps must be non-negative bytes: {self.memory_bytes}"
+            )
         if not 0 < self.burst_us < 2**32:
             raise ValueError(f"burst_us must be positive, got {self.burst_us}")
+        self._check_lending()
+
+    def _check_lending(self) -> None:
+        if len(self.lent_bp) > layout.MAX_LENDERS:
+            raise ValueError(
+                f"lent_bp: at most {layout.MAX_LENDERS} lenders, got {len(self.lent_bp)}"
+            )
+        for k, bp in enumerate(self.lent_bp):
+            if not isinstance(bp, int) or not 0 <= bp <= layout.SHARE_FULL:
+                raise ValueError(
+                    f"lent_bp[{k}] must be an integer within 0..{layout.SHARE_FULL}"
+                    f" basis points, got {bp!r}"
+                )
+        if not isinstance(self.lend_stale_ms, int) or not 0 < self.lend_stale_ms < 2**32:
+            raise ValueError(
+                f"lend_stale_ms must be a positive integer, got {self.lend_stale_ms!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -91,6 +123,13 @@ class Usage:
     reclaimed_bytes: int
     lock_recoveries: int
     latency_head: int
+    batches_in_flight: int
+    """LC batches begun and not yet ended (``arkgpu_client_batch_begin``/``end``)."""
+    in_flight_since_ns: int
+    """CLOCK_MONOTONIC when the in-flight count last went from 0 to 1; 0: never."""
+    in_flight_changed_ns: int
+    """CLOCK_MONOTONIC of the last batch begin or end; 0: never."""
+    batches_begun: int
 
 
 @dataclass(frozen=True)
@@ -113,6 +152,10 @@ def _limits_struct(limits: Limits, generation: int) -> layout.LimitsStruct:
     s.burst_us = limits.burst_us
     for i, cap in enumerate(limits.memory_bytes):
         s.mem_limit[i] = layout.MEM_UNLIMITED if cap is None else cap
+    s.lend_count = len(limits.lent_bp)
+    s.lend_stale_ms = limits.lend_stale_ms
+    for k, bp in enumerate(limits.lent_bp):
+        s.lent_bp[k] = bp
     return s
 
 
@@ -150,7 +193,8 @@ def create_region(
 
     ``limits`` is mode 0644 and owned by the caller, so the container (another
     user, or a read-only mount) cannot write it; ``usage`` belongs to
-    ``container_owner`` (uid, gid) with mode 0600 when given, else mode 0666.
+    ``container_owner`` (uid, gid) with mode 0644 when given (borrowers of an LC
+    container's idle share read it), else mode 0666.
     """
     directory.mkdir(parents=True, exist_ok=True)
     _write_new(directory / LIMITS_FILE, bytes(_limits_struct(limits, 0)), 0o644, None)
@@ -161,7 +205,7 @@ def create_region(
         ctypes.sizeof(usage),
     )
     path = directory / USAGE_FILE
-    _write_new(path, bytes(usage), 0o600 if container_owner else 0o666, container_owner)
+    _write_new(path, bytes(usage), 0o644 if container_owner else 0o666, container_owner)
     with path.open("r+b") as f, mmap.mmap(f.fileno(), 0) as m:
         _init_robust_mutex(m, layout.UsageStruct.lock.offset)
     return directory
@@ -210,13 +254,27 @@ def read_limits(directory: Path) -> Limits:
         None if c == layout.MEM_UNLIMITED else int(c) for c in s.mem_limit[: s.num_devices]
     )
     mode = Mode.ELASTIC if s.mode == layout.MODE_ELASTIC else Mode.HARD
-    return Limits(caps, s.share_bp * 100 / layout.SHARE_FULL, mode, int(s.burst_us))
+    return Limits(
+        caps,
+        s.share_bp * 100 / layout.SHARE_FULL,
+        mode,
+        int(s.burst_us),
+        tuple(int(bp) for bp in s.lent_bp[: s.lend_count]),
+        int(s.lend_stale_ms) or layout.LEND_STALE_MS,
+    )
 
 
 def _read_usage_struct(directory: Path) -> layout.UsageStruct:
-    path = directory / USAGE_FILE
+    return read_usage_file(directory / USAGE_FILE)
+
+
+def read_usage_file(path: Path) -> layout.UsageStruct:
+    """The raw usage structure in ``path``; ValueError when it is not one of this layout."""
     data = path.read_bytes()
     _check(data, layout.USAGE_MAGIC, path)
+    size = ctypes.sizeof(layout.UsageStruct)
+    if len(data) < size or struct.unpack_from("<I", data, 12)[0] != size:
+        raise ValueError(f"{path}: not the size of a layout {layout.LAYOUT_VERSION} usage file")
     return layout.UsageStruct.from_buffer_copy(data)
 
 
@@ -248,7 +306,11 @@ def _process(p: layout.ProcStruct) -> ProcessUsage:
 
 def read_usage(directory: Path) -> Usage:
     """A snapshot of the container's usage (no lock: counters may be mid-update)."""
-    u = _read_usage_struct(directory)
+    return usage_snapshot(_read_usage_struct(directory))
+
+
+def usage_snapshot(u: layout.UsageStruct) -> Usage:
+    """The :class:`Usage` view of a raw usage structure."""
     return Usage(
         used_bytes=tuple(int(x) for x in u.used),
         busy_ns=tuple(int(x) for x in u.busy_ns),
@@ -256,6 +318,10 @@ def read_usage(directory: Path) -> Usage:
         reclaimed_bytes=int(u.reclaimed_bytes),
         lock_recoveries=int(u.lock_recoveries),
         latency_head=int(u.lat_head),
+        batches_in_flight=int(u.inflight.count),
+        in_flight_since_ns=int(u.inflight.since_ns),
+        in_flight_changed_ns=int(u.inflight.changed_ns),
+        batches_begun=int(u.inflight.begun),
     )
 
 

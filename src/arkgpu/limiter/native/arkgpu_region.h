@@ -1,5 +1,5 @@
 /*
- * ArkGPU control region, layout version 1: the one definition of the shared
+ * ArkGPU control region, layout version 2: the one definition of the shared
  * memory contract between the node side (Python, arkgpu.limiter.layout mirrors
  * this file and a test checks sizes and offsets) and the interception library.
  *
@@ -7,19 +7,23 @@
  *   limits  written only by the node side; the container maps it read-only.
  *   usage   written by the library in each process of the container (and read
  *           by the node side): per-process usage, the pacing bucket, the LC
- *           latency ring.
+ *           batch-in-flight counter, the LC latency ring.
+ * A best-effort container that borrows idle share also finds, read-only,
+ *   lenders/<k>  the usage file of lender k (an LC container on the same GPU).
  */
 #ifndef ARKGPU_REGION_H
 #define ARKGPU_REGION_H
 
 #include <stdint.h>
 
-#define ARKGPU_LAYOUT_VERSION 1u
+#define ARKGPU_LAYOUT_VERSION 2u
 #define ARKGPU_LIMITS_MAGIC 0x53544d494c4b5241ull /* "ARKLIMTS" */
 #define ARKGPU_USAGE_MAGIC 0x45474153554b5241ull  /* "ARKUSAGE" */
 #define ARKGPU_MAX_DEVICES 8
 #define ARKGPU_MAX_PROCS 64
 #define ARKGPU_LATENCY_SLOTS 1024
+#define ARKGPU_MAX_LENDERS 8           /* lenders/<k>, k = 0..7 */
+#define ARKGPU_LEND_STALE_MS 5000u     /* default staleness limit of an in-flight count */
 #define ARKGPU_SHARE_FULL 10000u       /* compute share unit: basis points */
 #define ARKGPU_MEM_UNLIMITED UINT64_MAX /* memory cap meaning "no cap" */
 #define ARKGPU_LOCK_BYTES 64           /* room for a pthread_mutex_t */
@@ -48,6 +52,9 @@ typedef struct arkgpu_limits {
     uint32_t num_devices; /* devices with a memory cap below */
     uint32_t burst_us;    /* pacing bucket depth at full share, microseconds */
     uint64_t mem_limit[ARKGPU_MAX_DEVICES]; /* bytes per device ordinal */
+    uint32_t lend_count;    /* lenders with a lent share below */
+    uint32_t lend_stale_ms; /* an in-flight count unchanged this long is ignored (0: default) */
+    uint32_t lent_bp[ARKGPU_MAX_LENDERS]; /* share lender k lends while idle, basis points */
 } arkgpu_limits;
 
 /* arkgpu_proc.flags bits */
@@ -72,6 +79,16 @@ typedef struct arkgpu_latency_entry {
     uint64_t batch;
 } arkgpu_latency_entry;
 
+/* The LC side of idle-share lending, one cache line: written lock-free by the
+ * client library (arkgpu_client_batch_begin/end), read by borrowers. */
+typedef struct arkgpu_inflight {
+    uint64_t count;     /* batches executing now: begins - ends, never below 0 */
+    int64_t since_ns;   /* CLOCK_MONOTONIC when count last went from 0 to 1 */
+    int64_t changed_ns; /* CLOCK_MONOTONIC of the last begin or end */
+    uint64_t begun;     /* batches begun so far */
+    uint64_t pad[4];
+} arkgpu_inflight;
+
 typedef struct arkgpu_usage {
     uint64_t magic;
     uint32_t version;
@@ -84,6 +101,7 @@ typedef struct arkgpu_usage {
     uint64_t reclaimed_bytes; /* bytes taken back from dead processes */
     uint64_t lock_recoveries; /* times the lock was found with a dead owner */
     arkgpu_proc procs[ARKGPU_MAX_PROCS];
+    arkgpu_inflight inflight;
     uint64_t lat_head; /* next latency ticket, fetch-and-add */
     uint64_t lat_pad[7];
     arkgpu_latency_entry lat[ARKGPU_LATENCY_SLOTS];

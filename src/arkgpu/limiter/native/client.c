@@ -1,7 +1,13 @@
-/* The LC latency channel's writer: a lock-free multi-producer ring in the
- * container's usage region. A writer takes a ticket with fetch-and-add, marks
- * the slot incomplete (seq 0), fills it, then publishes seq = ticket + 1; a
- * reader keeps an entry only when seq reads ticket + 1 before and after. */
+/* The LC client library, two lock-free channels in the container's usage region.
+ *
+ * Latency ring, multi-producer: a writer takes a ticket with fetch-and-add,
+ * marks the slot incomplete (seq 0), fills it, then publishes seq = ticket + 1;
+ * a reader keeps an entry only when seq reads ticket + 1 before and after.
+ *
+ * Batches in flight (idle-share lending): begin and end move a counter with
+ * atomic read-modify-writes and stamp the time of the change first, so that a
+ * borrower that sees the new count also sees a change time at least as new
+ * (it treats a count left unchanged too long as stale). */
 #define _GNU_SOURCE
 #include "arkgpu_client.h"
 
@@ -55,6 +61,45 @@ EXPORT uint64_t arkgpu_client_report(arkgpu_client *c, uint64_t latency_ns, uint
     __atomic_store_n(&e->batch, batch, __ATOMIC_RELAXED);
     __atomic_store_n(&e->seq, ticket + 1, __ATOMIC_RELEASE);
     return ticket + 1;
+}
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/* changed_ns only moves forward, whichever thread stamps last. */
+static void stamp_change(arkgpu_inflight *f, int64_t now) {
+    int64_t seen = __atomic_load_n(&f->changed_ns, __ATOMIC_RELAXED);
+    while (seen < now &&
+           !__atomic_compare_exchange_n(&f->changed_ns, &seen, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+EXPORT uint64_t arkgpu_client_batch_begin(arkgpu_client *c) {
+    arkgpu_inflight *f = &c->u->inflight;
+    int64_t now = now_ns();
+    stamp_change(f, now);
+    uint64_t before = __atomic_fetch_add(&f->count, 1, __ATOMIC_ACQ_REL); /* publishes the stamp */
+    if (before == 0) __atomic_store_n(&f->since_ns, now, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&f->begun, 1, __ATOMIC_RELAXED);
+    return before + 1;
+}
+
+EXPORT uint64_t arkgpu_client_batch_end(arkgpu_client *c) {
+    arkgpu_inflight *f = &c->u->inflight;
+    uint64_t seen = __atomic_load_n(&f->count, __ATOMIC_ACQUIRE);
+    if (seen == 0) return 0;
+    stamp_change(f, now_ns());
+    while (seen > 0 &&
+           !__atomic_compare_exchange_n(&f->count, &seen, seen - 1, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    }
+    return seen > 0 ? seen - 1 : 0;
+}
+
+EXPORT uint64_t arkgpu_client_batches_in_flight(arkgpu_client *c) {
+    return __atomic_load_n(&c->u->inflight.count, __ATOMIC_ACQUIRE);
 }
 
 EXPORT void arkgpu_client_close(arkgpu_client *c) {

@@ -58,6 +58,7 @@ typedef struct {
     _Atomic int inited;
     pthread_mutex_t init_mu;
     int denied; /* no trusted region: refuse memory and launches */
+    char region_dir[4096]; /* the attached region's directory */
     const arkgpu_limits *limits;
     arkgpu_usage *usage;
     arkgpu_proc *me;
@@ -78,6 +79,8 @@ static inline int arkgpu_ready(void) {
 #define REAL(name) ((__typeof__(&name))arkgpu_st.hooks[H_##name].real)
 
 void arkgpu_launch_after_fork(void);
+void arkgpu_lend_after_fork(void);
+uint32_t arkgpu_lent_bp(int64_t now);
 void arkgpu_usage_lock(void);
 void arkgpu_usage_unlock(void);
 void arkgpu_reclaim_dead_locked(void);

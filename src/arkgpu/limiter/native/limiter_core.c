@@ -109,6 +109,7 @@ static const char *attach_region(void) {
         return "usage file has the wrong layout";
     arkgpu_st.limits = l;
     arkgpu_st.usage = u;
+    snprintf(arkgpu_st.region_dir, sizeof arkgpu_st.region_dir, "%s", dir);
     return NULL;
 }
 
@@ -260,6 +261,7 @@ static void after_fork_child(void) {
     ptrmap_clear(&arkgpu_st.handles);
     arkgpu_st.me = NULL;
     arkgpu_launch_after_fork();
+    arkgpu_lend_after_fork();
 }
 
 void arkgpu_init_slow(void) {

@@ -8,7 +8,11 @@
  * estimate is corrected by the busy time measured with a pair of events
  * recorded around the launch. A launch waits while the bucket is empty. Hard
  * mode never fills faster than the share; elastic mode fills faster while the
- * GPU has idle time (see elastic_rate).
+ * GPU has idle time (see elastic_rate). Either way the bucket also fills at
+ * the share lent by lenders with no batch in flight (limiter_lend.c), up to a
+ * full GPU; the depth follows the fill rate, so credit gathered from a lender
+ * is clipped back to the container's own depth at the first refill after the
+ * lender starts a batch.
  */
 #include "limiter.h"
 
@@ -115,11 +119,13 @@ static void wait_for_share(int dev) {
         if (share >= ARKGPU_SHARE_FULL) break;
         int64_t now = arkgpu_now_ns();
         if (__atomic_load_n(&l->mode, __ATOMIC_RELAXED) == ARKGPU_MODE_ELASTIC) share = elastic_rate(dev, share, now);
+        uint32_t rate = share + arkgpu_lent_bp(now);
+        rate = rate > ARKGPU_SHARE_FULL ? ARKGPU_SHARE_FULL : rate;
         arkgpu_usage_lock();
-        int64_t credit = refill_locked(dev, now, share, burst ? burst : 20000);
+        int64_t credit = refill_locked(dev, now, rate, burst ? burst : 20000);
         arkgpu_usage_unlock();
         if (credit > 0) break;
-        int64_t need = share ? (-credit + 1) * ARKGPU_SHARE_FULL / share : 5000000;
+        int64_t need = rate ? (-credit + 1) * ARKGPU_SHARE_FULL / rate : 5000000;
         need = need < 20000 ? 20000 : (need > 5000000 ? 5000000 : need);
         sleep_ns(need);
         waited += arkgpu_now_ns() - now;

@@ -1,0 +1,109 @@
+/*
+ * Idle-share lending, the borrower's side. A best-effort container's limits
+ * name up to ARKGPU_MAX_LENDERS lenders, each with a lent share; the node side
+ * makes lender k's usage file visible, read-only, at <region>/lenders/<k>.
+ * While a lender has no batch in flight (its count is 0, or the count has not
+ * changed for lend_stale_ms: a crashed LC process must not hold it forever),
+ * the container's pacing bucket fills at its own share plus the lent share.
+ *
+ * A lender's file is read with pread on a descriptor kept open, never mapped:
+ * the lender can write and truncate its own usage file, and a mapping of a
+ * truncated file would raise SIGBUS in this process. A path that is missing,
+ * not a regular file, too short or of another layout lends nothing; the path
+ * is looked at again every LEND_RECHECK_NS, so a lender linked, replaced or
+ * removed at run time is seen within that time.
+ */
+#include "limiter.h"
+
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LEND_RECHECK_NS 1000000000ll
+
+typedef struct {
+    int fd1; /* descriptor + 1; 0 while the lender has no valid file */
+    dev_t dev;
+    ino_t ino;
+    int64_t checked_ns; /* when the path was last looked at; 0: never */
+} lender;
+
+static struct {
+    pthread_mutex_t mu;
+    lender l[ARKGPU_MAX_LENDERS];
+} ld = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* A forked child keeps the descriptors (pread shares no offset) but gets an
+ * unlocked mutex. */
+void arkgpu_lend_after_fork(void) { pthread_mutex_init(&ld.mu, NULL); }
+
+static void lender_close(lender *x) {
+    if (x->fd1) close(x->fd1 - 1);
+    x->fd1 = 0;
+}
+
+/* An open descriptor of a lender usage file of this layout, or -1. */
+static int lender_open(const char *path, struct stat *st) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return -1;
+    struct {
+        uint64_t magic;
+        uint32_t version, size;
+    } head;
+    if (fstat(fd, st) == 0 && S_ISREG(st->st_mode) && (size_t)st->st_size >= sizeof(arkgpu_usage) &&
+        pread(fd, &head, sizeof head, 0) == (ssize_t)sizeof head && head.magic == ARKGPU_USAGE_MAGIC &&
+        head.version == ARKGPU_LAYOUT_VERSION && head.size == sizeof(arkgpu_usage))
+        return fd;
+    close(fd);
+    return -1;
+}
+
+/* Look at lenders/<k> again when LEND_RECHECK_NS has passed; the caller locks. */
+static void lender_refresh(int k, int64_t now) {
+    lender *x = &ld.l[k];
+    if (x->checked_ns && now - x->checked_ns < LEND_RECHECK_NS) return;
+    x->checked_ns = now;
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/lenders/%d", arkgpu_st.region_dir, k);
+    if (x->fd1 && stat(path, &st) == 0 && st.st_dev == x->dev && st.st_ino == x->ino) return;
+    lender_close(x);
+    int fd = lender_open(path, &st);
+    if (fd < 0) return;
+    x->fd1 = fd + 1;
+    x->dev = st.st_dev;
+    x->ino = st.st_ino;
+}
+
+/* Lender k has no batch in flight, or its count is stale; the caller locks. */
+static int lender_idle(int k, int64_t now, int64_t stale_ns) {
+    arkgpu_inflight f;
+    if (pread(ld.l[k].fd1 - 1, &f, sizeof f, offsetof(arkgpu_usage, inflight)) != (ssize_t)sizeof f) return 0;
+    return f.count == 0 || now - f.changed_ns > stale_ns;
+}
+
+/* The share, in basis points, that idle lenders lend now (at most a full GPU). */
+uint32_t arkgpu_lent_bp(int64_t now) {
+    const arkgpu_limits *l = arkgpu_st.limits;
+    uint32_t n = __atomic_load_n(&l->lend_count, __ATOMIC_RELAXED);
+    if (n == 0) return 0;
+    n = n > ARKGPU_MAX_LENDERS ? ARKGPU_MAX_LENDERS : n;
+    uint32_t stale_ms = __atomic_load_n(&l->lend_stale_ms, __ATOMIC_RELAXED);
+    int64_t stale_ns = (int64_t)(stale_ms ? stale_ms : ARKGPU_LEND_STALE_MS) * 1000000;
+    uint64_t sum = 0;
+    pthread_mutex_lock(&ld.mu);
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t bp = __atomic_load_n(&l->lent_bp[k], __ATOMIC_RELAXED);
+        if (bp == 0) { /* not lending: let go of the file, look again once it lends */
+            lender_close(&ld.l[k]);
+            ld.l[k].checked_ns = 0;
+            continue;
+        }
+        lender_refresh((int)k, now);
+        if (ld.l[k].fd1 && lender_idle((int)k, now, stale_ns)) sum += bp;
+    }
+    pthread_mutex_unlock(&ld.mu);
+    return sum > ARKGPU_SHARE_FULL ? ARKGPU_SHARE_FULL : (uint32_t)sum;
+}
