@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from arkgpu.limiter import Limits, native
+from arkgpu.client import LatencyReporter
+from arkgpu.limiter import Limits, link_lender, native
 from arkgpu.limiter.containers import FakeContainer, container_user, make_world_readable
 
 GiB = 1 << 30
@@ -138,3 +139,21 @@ def test_a_share_change_mid_run_takes_effect(workdir: Path) -> None:
     rate_before = (len(before) - 1) / ((before[-1] - before[0]) / 1e9)
     rate_after = (len(after) - 1) / ((after[-1] - after[0]) / 1e9)
     assert rate_after / rate_before > 2.0
+
+
+def test_a_best_effort_container_borrows_an_idle_lc_share(workdir: Path) -> None:
+    """A BE container at 25% lent 50% by an LC container: about 25% of the
+    full-GPU throughput while the LC holds a batch in flight, about 75% while
+    it holds none (the staleness limit is set above the child's run time)."""
+    full = throughput(FakeContainer.create(workdir / "full", workdir / "unused", Limits((None,))))
+    lc = FakeContainer.create(workdir / "lc", workdir / "unused", Limits((None,)))
+    be_limits = Limits((None,), 25.0, lent_bp=(5000,), lend_stale_ms=600_000)
+    be = FakeContainer.create(workdir / "be", workdir / "unused", be_limits)
+    link_lender(be.region, 0, lc.region)
+    with LatencyReporter(lc.region) as lc_server:
+        lc_server.batch_begin()
+        in_flight = throughput(be)
+        lc_server.batch_end()
+        idle = throughput(be)
+    assert abs(100 * in_flight / full - 25) < 10
+    assert abs(100 * idle / full - 75) < 10

@@ -31,6 +31,11 @@ def test_bench_writes_every_figure_with_its_cases(tmp_path: Path) -> None:
     assert len(report["launch_overhead_cases"]) == 1
     assert [c["share_pct"] for c in report["share_cases"]] == [40.0]
     assert len(report["share_change_cases"]) == 2
+    lending = report["lending"]
+    for key in ("in_flight_pct", "idle_pct", "again_pct", "lend_check_ns"):
+        assert isinstance(lending[key], float), key
+    assert lending["in_flight_pct"] < lending["idle_pct"]
+    assert len(lending["lend_check_cases"]) == 1
 
 
 def test_bench_rejects_bad_shares(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from arkgpu.bench.limiter_lending import LendingConfig, run_lending_bench
 from arkgpu.limiter.benchmarking import BenchConfig, plot_report, run_bench
 from arkgpu.limiter.lending import lender_usage, lends_now
 from arkgpu.limiter.region import Limits, read_limits, read_usage
@@ -16,6 +17,7 @@ from arkgpu.limiter.region import Limits, read_limits, read_usage
 QUICK = BenchConfig(
     shares=(30.0, 70.0), seconds=0.5, launch_calls=20_000, mem_calls=10_000, repeats=1
 )
+QUICK_LENDING = LendingConfig(phase_s=0.6, check_calls=20_000, repeats=1)
 
 
 def register(subparsers: Any) -> None:
@@ -59,7 +61,14 @@ def _config(args: argparse.Namespace) -> BenchConfig:
 
 def bench_command(args: argparse.Namespace) -> int:
     """Run the benchmark; print a summary and optionally the JSON report."""
-    report = run_bench(_config(args), progress=lambda msg: print(f"... {msg}", file=sys.stderr))
+
+    def progress(msg: str) -> None:
+        print(f"... {msg}", file=sys.stderr)
+
+    report = run_bench(_config(args), progress)
+    report["lending"] = run_lending_bench(
+        QUICK_LENDING if args.quick else LendingConfig(), progress
+    )
     print(f"launch overhead: {report['launch_overhead_ns']:.1f} ns per launch (no pacing)")
     print(f"memory call overhead: {report['memcall_overhead_ns']:.1f} ns per call")
     print(f"share error: max {report['share_error_pts_max']:.2f} points")
@@ -76,6 +85,7 @@ def bench_command(args: argparse.Namespace) -> int:
         f" (co-runner {el['corunner_pct']:.2f}%)"  # type: ignore[index]
     )
     print(f"share change latency: max {report['share_change_latency_ms']} ms")
+    _print_lending(report["lending"])  # type: ignore[arg-type]
     if args.plot:
         plot_report(report, args.plot)
     if args.json == "-":
@@ -84,6 +94,15 @@ def bench_command(args: argparse.Namespace) -> int:
     elif args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     return 0
+
+
+def _print_lending(lend: dict[str, Any]) -> None:
+    print(
+        f"lending: BE at {lend['be_share_pct']:.0f}% + {lend['lent_pct']:.0f}% lent:"
+        f" {lend['in_flight_pct']:.2f}% with an LC batch in flight, {lend['idle_pct']:.2f}%"
+        f" while the LC is idle; given back in {lend['give_back_ms']} ms, taken up in"
+        f" {lend['take_up_ms']} ms; lender check {lend['lend_check_ns']:.1f} ns per paced launch"
+    )
 
 
 def show_command(args: argparse.Namespace) -> int:

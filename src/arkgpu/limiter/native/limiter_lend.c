@@ -12,6 +12,10 @@
  * not a regular file, too short or of another layout lends nothing; the path
  * is looked at again every LEND_RECHECK_NS, so a lender linked, replaced or
  * removed at run time is seen within that time.
+ *
+ * The sum is kept for LEND_CACHE_NS, so a container launching many short
+ * kernels reads its lenders at most 4000 times a second; a lender's change is
+ * seen that much later, far inside the bucket's 20 ms.
  */
 #include "limiter.h"
 
@@ -22,6 +26,7 @@
 #include <unistd.h>
 
 #define LEND_RECHECK_NS 1000000000ll
+#define LEND_CACHE_NS 250000ll
 
 typedef struct {
     int fd1; /* descriptor + 1; 0 while the lender has no valid file */
@@ -33,11 +38,16 @@ typedef struct {
 static struct {
     pthread_mutex_t mu;
     lender l[ARKGPU_MAX_LENDERS];
+    int64_t cached_ns; /* when cached_bp was summed; 0: never (atomic) */
+    uint32_t cached_bp; /* the last sum (atomic) */
 } ld = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* A forked child keeps the descriptors (pread shares no offset) but gets an
  * unlocked mutex. */
-void arkgpu_lend_after_fork(void) { pthread_mutex_init(&ld.mu, NULL); }
+void arkgpu_lend_after_fork(void) {
+    pthread_mutex_init(&ld.mu, NULL);
+    ld.cached_ns = 0;
+}
 
 static void lender_close(lender *x) {
     if (x->fd1) close(x->fd1 - 1);
@@ -90,6 +100,8 @@ uint32_t arkgpu_lent_bp(int64_t now) {
     uint32_t n = __atomic_load_n(&l->lend_count, __ATOMIC_RELAXED);
     if (n == 0) return 0;
     n = n > ARKGPU_MAX_LENDERS ? ARKGPU_MAX_LENDERS : n;
+    int64_t at = __atomic_load_n(&ld.cached_ns, __ATOMIC_ACQUIRE);
+    if (at && now >= at && now - at < LEND_CACHE_NS) return __atomic_load_n(&ld.cached_bp, __ATOMIC_RELAXED);
     uint32_t stale_ms = __atomic_load_n(&l->lend_stale_ms, __ATOMIC_RELAXED);
     int64_t stale_ns = (int64_t)(stale_ms ? stale_ms : ARKGPU_LEND_STALE_MS) * 1000000;
     uint64_t sum = 0;
@@ -104,6 +116,9 @@ uint32_t arkgpu_lent_bp(int64_t now) {
         lender_refresh((int)k, now);
         if (ld.l[k].fd1 && lender_idle((int)k, now, stale_ns)) sum += bp;
     }
+    uint32_t lent = sum > ARKGPU_SHARE_FULL ? ARKGPU_SHARE_FULL : (uint32_t)sum;
+    __atomic_store_n(&ld.cached_bp, lent, __ATOMIC_RELAXED);
+    __atomic_store_n(&ld.cached_ns, now, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&ld.mu);
-    return sum > ARKGPU_SHARE_FULL ? ARKGPU_SHARE_FULL : (uint32_t)sum;
+    return lent;
 }
