@@ -29,6 +29,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from arkgpu.traces.profiles import (
     MpsRecord,
@@ -43,6 +44,7 @@ MIG_GPCS = 7
 """GPCs of a whole A100 (MIG share = instance GPCs / 7)."""
 IGNITER_GPU = "V100"
 A100_GPU = "A100-80GB"
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,16 +143,22 @@ def _parva_row(model: str, row: _Row) -> SoloRecord | None:
     return SoloRecord(A100_GPU, model, batch, gpcs / MIG_GPCS, latency_ms, throughput)
 
 
-def import_parvagpu(source: Path | str) -> Imported:
-    """Convert ParvaGPU's ``prof_data_<model>.csv`` files (a directory or one file)."""
-    solo: list[SoloRecord] = []
+def _parva_records(source: Path | str, convert: Callable[[str, _Row], R | None]) -> list[R]:
+    """``convert(model, row)`` over every row of ParvaGPU's ``prof_data_<model>.csv``
+    files (a directory or one file), the rows it keeps."""
+    records: list[R] = []
     for file in _files(Path(source), "prof_data_*.csv"):
         model = file.stem.removeprefix("prof_data_")
         for row in read_rows(file, PARVA_COLUMNS):
-            record = _parva_row(model, row)
+            record = convert(model, row)
             if record is not None:
-                solo.append(record)
-    return Imported(solo, [])
+                records.append(record)
+    return records
+
+
+def import_parvagpu(source: Path | str) -> Imported:
+    """Convert ParvaGPU's ``prof_data_<model>.csv`` files (a directory or one file)."""
+    return Imported(_parva_records(source, _parva_row), [])
 
 
 def _parva_mps_row(model: str, row: _Row) -> MpsRecord | None:
@@ -165,14 +173,7 @@ def _parva_mps_row(model: str, row: _Row) -> MpsRecord | None:
 
 def import_parvagpu_mps(source: Path | str) -> list[MpsRecord]:
     """ParvaGPU's rows of 2+ identical MPS processes on the whole GPU (7 GPCs), per process."""
-    records: list[MpsRecord] = []
-    for file in _files(Path(source), "prof_data_*.csv"):
-        model = file.stem.removeprefix("prof_data_")
-        for row in read_rows(file, PARVA_COLUMNS):
-            record = _parva_mps_row(model, row)
-            if record is not None:
-                records.append(record)
-    return records
+    return _parva_records(source, _parva_mps_row)
 
 
 MIG_PROFILE = re.compile(r"^(\d)g\.\d+gb$")
