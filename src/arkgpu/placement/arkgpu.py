@@ -53,10 +53,11 @@ import numpy as np
 from arkgpu.model.cluster import Assignment, ClusterState, FloatArray, IntArray
 from arkgpu.model.resources import Pod
 from arkgpu.placement.arkgpu_values import ShareValues
-from arkgpu.placement.base import POLICIES, PolicyContext, best_fit_gpus, feasible_nodes, pick_best
+from arkgpu.placement.base import POLICIES, PolicyContext, best_fit_gpus, pick_best
 from arkgpu.placement.fgd import distinct_share_options, frag_score
 from arkgpu.placement.fragmentation import (
     POPULARITY_THRESHOLD,
+    Candidates,
     FragTables,
     FragTracker,
     Shape,
@@ -199,15 +200,12 @@ class ArkgpuPolicy:
         """Best score (module docstring); lowest index on ties."""
         self._observe(state, pod)
         tracker = self.tracker
-        tracker.refresh(state)
-        nodes = np.flatnonzero(feasible_nodes(state, pod))
-        if len(nodes) == 0:
+        c = tracker.candidates(state, pod)
+        if c is None:
             return None
-        base = tracker.of(nodes)
-        before = tracker.frag(nodes, base, state.cpu_left[nodes])
-        cpu_after = state.cpu_left[nodes] - pod.cpu_milli
         if pod.is_gpu_share:
-            return self._choose_share(state, pod, nodes, base, before, cpu_after)
+            return self._choose_share(state, pod, c)
+        nodes, base, before, cpu_after = c.nodes, c.base, c.before, c.cpu_after
         after = tracker.after_whole(base, pod)
         cost = tracker.frag(nodes, after, cpu_after) - before
         cost = (
@@ -218,15 +216,8 @@ class ArkgpuPolicy:
         node = int(nodes[pick_best(-cost)])
         return Assignment(node, best_fit_gpus(state, node, pod))
 
-    def _choose_share(
-        self,
-        state: ClusterState,
-        pod: Pod,
-        nodes: IntArray,
-        base: FragTables,
-        before: FloatArray,
-        cpu_after: IntArray,
-    ) -> Assignment:
+    def _choose_share(self, state: ClusterState, pod: Pod, c: Candidates) -> Assignment:
+        nodes, base, before, cpu_after = c.nodes, c.base, c.before, c.cpu_after
         rows, slots = distinct_share_options(state, nodes, pod)
         left = state.gpu_left[nodes[rows], slots]
         after = self.tracker.after_share(base, rows, left, pod.gpu_milli)

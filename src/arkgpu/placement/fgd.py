@@ -22,10 +22,9 @@ from arkgpu.placement.base import (
     POLICIES,
     PolicyContext,
     best_fit_gpus,
-    feasible_nodes,
     pick_best,
 )
-from arkgpu.placement.fragmentation import FragTables, FragTracker, TypicalPods
+from arkgpu.placement.fragmentation import Candidates, FragTracker, TypicalPods
 
 
 def frag_score(before: FloatArray, after: FloatArray) -> IntArray:
@@ -42,28 +41,17 @@ class FgdPolicy:
     def choose(self, state: ClusterState, pod: Pod, rng: np.random.Generator) -> Assignment | None:
         """Score every feasible node (and GPU for shares) by fragmentation change."""
         tracker = self.tracker
-        tracker.refresh(state)
-        nodes = np.flatnonzero(feasible_nodes(state, pod))
-        if len(nodes) == 0:
+        c = tracker.candidates(state, pod)
+        if c is None:
             return None
-        base = tracker.of(nodes)
-        before = tracker.frag(nodes, base, state.cpu_left[nodes])
-        cpu_after = state.cpu_left[nodes] - pod.cpu_milli
         if pod.is_gpu_share:
-            return self._choose_share(state, pod, nodes, base, before, cpu_after)
-        after = tracker.frag(nodes, tracker.after_whole(base, pod), cpu_after)
-        node = int(nodes[pick_best(frag_score(before, after))])
+            return self._choose_share(state, pod, c)
+        after = tracker.frag(c.nodes, tracker.after_whole(c.base, pod), c.cpu_after)
+        node = int(c.nodes[pick_best(frag_score(c.before, after))])
         return Assignment(node, best_fit_gpus(state, node, pod))
 
-    def _choose_share(
-        self,
-        state: ClusterState,
-        pod: Pod,
-        nodes: IntArray,
-        base: FragTables,
-        before: FloatArray,
-        cpu_after: IntArray,
-    ) -> Assignment:
+    def _choose_share(self, state: ClusterState, pod: Pod, c: Candidates) -> Assignment:
+        nodes, base, before, cpu_after = c.nodes, c.base, c.before, c.cpu_after
         rows, slots = distinct_share_options(state, nodes, pod)
         left = state.gpu_left[nodes[rows], slots]
         after = self.tracker.after_share(base, rows, left, pod.gpu_milli)

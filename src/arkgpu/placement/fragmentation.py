@@ -27,6 +27,7 @@ import numpy as np
 
 from arkgpu.model.cluster import BoolArray, ClusterState, FloatArray, IntArray
 from arkgpu.model.resources import Pod
+from arkgpu.placement.base import feasible_nodes
 
 #: Share of all pods that the typical shapes must cover (the FGD experiments' 95%).
 POPULARITY_THRESHOLD = 0.95
@@ -133,6 +134,20 @@ def cluster_fragmentation(state: ClusterState, typical: TypicalPods) -> float:
     return float(fragmentation(tables, state.cpu_left, typical.access(state), typical).sum())
 
 
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """The nodes that can take a pod, as FGD-style policies score them."""
+
+    nodes: IntArray
+    """Feasible node indices, ascending."""
+    base: FragTables
+    """Their tables now."""
+    before: FloatArray
+    """Their fragmentation now."""
+    cpu_after: IntArray
+    """Their CPU left once the pod is placed there."""
+
+
 class FragTracker:
     """Per-node :class:`FragTables` kept in step with a cluster state.
 
@@ -165,6 +180,17 @@ class FragTracker:
         self.tables.total[changed] = fresh.total
         self._seen_cpu[changed] = state.cpu_left[changed]
         self._seen_gpu[changed] = state.gpu_left[changed]
+
+    def candidates(self, state: ClusterState, pod: Pod) -> Candidates | None:
+        """Refresh, then the feasible nodes for ``pod`` with their fragmentation; None
+        when no node can take it."""
+        self.refresh(state)
+        nodes = np.flatnonzero(feasible_nodes(state, pod))
+        if len(nodes) == 0:
+            return None
+        base = self.of(nodes)
+        cpu = state.cpu_left[nodes]
+        return Candidates(nodes, base, self.frag(nodes, base, cpu), cpu - pod.cpu_milli)
 
     def of(self, nodes: IntArray) -> FragTables:
         """The tables of ``nodes``."""
