@@ -15,13 +15,16 @@ from arkgpu.limiter.benchmarking import finish_load, start_load
 from arkgpu.limiter.containers import FakeContainer
 
 
-@pytest.mark.parametrize("path", ["kernel", "ex", "coop", "graph"])
+@pytest.mark.parametrize(
+    "path", [f"{p}{s}" for s in ("", "_ptsz") for p in ("kernel", "ex", "coop", "graph")]
+)
 def test_every_launch_path_is_paced_to_the_share(
     make_container: Callable[..., FakeContainer], path: str
 ) -> None:
     """cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel and
-    cuGraphLaunch at a 30% share keep the GPU busy about 30% of the time
-    (the unpaced fake keeps it busy nearly all the time)."""
+    cuGraphLaunch, and their per-thread-stream ``_ptsz`` forms, at a 30% share
+    keep the GPU busy about 30% of the time (the unpaced fake keeps it busy
+    nearly all the time)."""
     box = make_container(Limits((None,), 30.0))
     result = finish_load(start_load(box, 0.6, 1000, path))
     assert 0.15 < result.share < 0.45

@@ -45,6 +45,27 @@ def test_cu_get_proc_address_hands_out_hooks_for_hooked_symbols(
     assert probe.ask(f"{command} {symbol}") == expect
 
 
+@pytest.mark.parametrize(
+    "symbol",
+    [
+        "cuLaunchKernel",
+        "cuLaunchKernelEx",
+        "cuLaunchCooperativeKernel",
+        "cuGraphLaunch",
+        "cuMemAllocAsync",
+        "cuMemAllocFromPoolAsync",
+    ],
+)
+def test_per_thread_stream_lookups_get_the_ptsz_hooks(
+    make_container: Callable[..., FakeContainer], probes: Callable[..., Probe], symbol: str
+) -> None:
+    """cuGetProcAddress_v2 with the per-thread-default-stream flag (what the
+    runtime asks when built with --default-stream per-thread) hands out the
+    limiter's ``_ptsz`` hook, not the driver's ``_ptsz`` function."""
+    probe = probes(make_container(Limits((None,))))
+    assert probe.ask(f"procaddrpt {symbol}") == f"hook {symbol}_ptsz"
+
+
 def test_a_client_linked_against_the_driver_gets_the_hooks(
     make_container: Callable[..., FakeContainer],
 ) -> None:

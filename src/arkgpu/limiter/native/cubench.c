@@ -4,7 +4,8 @@
  *   launch N          ns per cuLaunchKernel of a zero-length kernel (median of 7 runs)
  *   mem N             ns per cuMemAlloc_v2 + cuMemFree_v2 pair (median of 7 runs)
  *   load SECONDS US [PATH]  launch US-microsecond kernels back to back for SECONDS;
- *                     PATH is kernel, ex, coop or graph; prints JSON with the
+ *                     PATH is kernel, ex, coop or graph, each also with _ptsz
+ *                     (per-thread default stream); prints JSON with the
  *                     achieved busy share and a (time, busy) sample per launch
  *   script            read commands from stdin (see usage in run_script)
  */
@@ -30,6 +31,12 @@ FN(CUresult, cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned
 FN(CUresult, cuLaunchKernelEx, (const CUlaunchConfig *, CUfunction, void **, void **));
 FN(CUresult, cuLaunchCooperativeKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                          unsigned, CUstream, void **));
+FN(CUresult, cuLaunchKernel_ptsz, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                   unsigned, CUstream, void **, void **));
+FN(CUresult, cuLaunchKernelEx_ptsz, (const CUlaunchConfig *, CUfunction, void **, void **));
+FN(CUresult, cuLaunchCooperativeKernel_ptsz, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                              unsigned, unsigned, CUstream, void **));
+FN(CUresult, cuGraphLaunch_ptsz, (CUgraphExec, CUstream));
 FN(CUresult, cuGraphCreate, (CUgraph *, unsigned));
 FN(CUresult, cuGraphAddKernelNode_v2, (CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                        const CUDA_KERNEL_NODE_PARAMS *));
@@ -44,6 +51,8 @@ FN(CUresult, cuMemCreate, (CUmemGenericAllocationHandle *, size_t, const CUmemAl
 FN(CUresult, cuMemRelease, (CUmemGenericAllocationHandle));
 FN(CUresult, cuMemAllocAsync, (CUdeviceptr *, size_t, CUstream));
 FN(CUresult, cuMemAllocFromPoolAsync, (CUdeviceptr *, size_t, CUmemoryPool, CUstream));
+FN(CUresult, cuMemAllocAsync_ptsz, (CUdeviceptr *, size_t, CUstream));
+FN(CUresult, cuMemAllocFromPoolAsync_ptsz, (CUdeviceptr *, size_t, CUmemoryPool, CUstream));
 FN(CUresult, cuMemFreeAsync, (CUdeviceptr, CUstream));
 FN(CUresult, cuDeviceGetDefaultMemPool, (CUmemoryPool *, CUdevice));
 FN(CUresult, cuArrayCreate_v2, (CUarray *, const CUDA_ARRAY_DESCRIPTOR *));
@@ -89,6 +98,8 @@ static void setup(void) {
     LOAD(cu, cuGraphLaunch); LOAD(cu, cuGraphExecDestroy); LOAD(cu, cuMemAlloc_v2); LOAD(cu, cuMemAllocPitch_v2);
     LOAD(cu, cuMemAllocManaged); LOAD(cu, cuMemFree_v2); LOAD(cu, cuMemCreate); LOAD(cu, cuMemRelease);
     LOAD(cu, cuMemAllocAsync); LOAD(cu, cuMemAllocFromPoolAsync); LOAD(cu, cuMemFreeAsync);
+    LOAD(cu, cuMemAllocAsync_ptsz); LOAD(cu, cuMemAllocFromPoolAsync_ptsz); LOAD(cu, cuLaunchKernel_ptsz);
+    LOAD(cu, cuLaunchKernelEx_ptsz); LOAD(cu, cuLaunchCooperativeKernel_ptsz); LOAD(cu, cuGraphLaunch_ptsz);
     LOAD(cu, cuDeviceGetDefaultMemPool); LOAD(cu, cuArrayCreate_v2); LOAD(cu, cuArray3DCreate_v2);
     LOAD(cu, cuMipmappedArrayCreate); LOAD(cu, cuArrayDestroy); LOAD(cu, cuMipmappedArrayDestroy);
     LOAD(cu, cuMemGetInfo_v2); LOAD(cu, cuDeviceTotalMem_v2); LOAD(cu, cuGetProcAddress_v2); LOAD(cu, cuGetProcAddress);
@@ -147,14 +158,20 @@ static void bench_mem(long n) {
     printf("]}\n");
 }
 
+/* PATH is kernel, ex, coop or graph, with "_ptsz" for the per-thread-stream entry point. */
 static CUresult launch_path(const char *path, uint64_t ns) {
     void *params[] = {&ns};
-    if (strcmp(path, "ex") == 0) {
+    size_t len = strlen(path);
+    int ptsz = len > 5 && strcmp(path + len - 5, "_ptsz") == 0;
+    if (ptsz) len -= 5;
+    if (len == 2 && strncmp(path, "ex", 2) == 0) {
         CUlaunchConfig c = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1};
-        return p_cuLaunchKernelEx(&c, spin, params, NULL);
+        return (ptsz ? p_cuLaunchKernelEx_ptsz : p_cuLaunchKernelEx)(&c, spin, params, NULL);
     }
-    if (strcmp(path, "coop") == 0) return p_cuLaunchCooperativeKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params);
-    if (strcmp(path, "graph") == 0) {
+    if (len == 4 && strncmp(path, "coop", 4) == 0)
+        return (ptsz ? p_cuLaunchCooperativeKernel_ptsz : p_cuLaunchCooperativeKernel)(spin, 1, 1, 1, 1, 1, 1, 0,
+                                                                                       NULL, params);
+    if (len == 5 && strncmp(path, "graph", 5) == 0) {
         CUgraph g;
         CUgraphExec ex;
         CUDA_KERNEL_NODE_PARAMS kp = {.func = spin, .kernelParams = params};
@@ -162,11 +179,11 @@ static CUresult launch_path(const char *path, uint64_t ns) {
         if (p_cuGraphCreate(&g, 0) || p_cuGraphAddKernelNode_v2(&node, g, NULL, 0, &kp) ||
             p_cuGraphInstantiateWithFlags(&ex, g, 0))
             return CUDA_ERROR_INVALID_VALUE;
-        CUresult r = p_cuGraphLaunch(ex, NULL);
+        CUresult r = (ptsz ? p_cuGraphLaunch_ptsz : p_cuGraphLaunch)(ex, NULL);
         p_cuGraphExecDestroy(ex);
         return r;
     }
-    return p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+    return (ptsz ? p_cuLaunchKernel_ptsz : p_cuLaunchKernel)(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
 }
 
 static void bench_load(double seconds, double us, const char *path) {

@@ -11,6 +11,8 @@
  *                        end event just after it, ELAPSED the µs between the events
  *   procaddr NAME     -> "hook" when cuGetProcAddress_v2 returns the limiter's hook, else "real"
  *   procaddr1 NAME    -> the same through cuGetProcAddress (the CUDA 11 signature)
+ *   procaddrpt NAME   -> "hook|real SYMBOL": cuGetProcAddress_v2 asked for the
+ *                        per-thread-default-stream version, and the symbol it gave
  *   hold MS           -> prints "holding", then holds the region lock for MS ms
  *   forkalloc BYTES MS -> a forked child allocates BYTES, prints "child ok|oom", lives MS ms;
  *                        the parent replies "forked PID" first
@@ -51,13 +53,13 @@ static void do_alloc(const char *kind, uint64_t n) {
     } else if (strcmp(kind, "managed") == 0) {
         r = p_cuMemAllocManaged(&p, n, 1);
         reply_alloc(r, 1, p, n);
-    } else if (strcmp(kind, "async") == 0) {
-        r = p_cuMemAllocAsync(&p, n, NULL);
+    } else if (strcmp(kind, "async") == 0 || strcmp(kind, "async_ptsz") == 0) {
+        r = (kind[5] ? p_cuMemAllocAsync_ptsz : p_cuMemAllocAsync)(&p, n, NULL);
         reply_alloc(r, 2, p, n);
-    } else if (strcmp(kind, "pool") == 0) {
+    } else if (strcmp(kind, "pool") == 0 || strcmp(kind, "pool_ptsz") == 0) {
         CUmemoryPool pool;
         p_cuDeviceGetDefaultMemPool(&pool, 0);
-        r = p_cuMemAllocFromPoolAsync(&p, n, pool, NULL);
+        r = (kind[4] ? p_cuMemAllocFromPoolAsync_ptsz : p_cuMemAllocFromPoolAsync)(&p, n, pool, NULL);
         reply_alloc(r, 2, p, n);
     } else if (strcmp(kind, "vmm") == 0 || strcmp(kind, "vmm1") == 0) { /* vmm1: on GPU 1 */
         CUmemGenericAllocationHandle h = 0;
@@ -164,6 +166,13 @@ static int run_script(void) {
             p_cuEventSynchronize(e0);
             p_cuEventElapsedTime(&ms, s0, e0);
             printf("%lld %s %.0f\n", (long long)(ret / 1000), ready ? "ready" : "notready", ms * 1000.0);
+        } else if (sscanf(line, "procaddrpt %127s", a) == 1) {
+            void *fn = NULL;
+            p_cuGetProcAddress_v2(a, &fn, 12040, 2 /* CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM */, NULL);
+            Dl_info info;
+            int found = fn && dladdr(fn, &info);
+            printf("%s %s\n", found && strstr(info.dli_fname, "arkgpu_limiter") ? "hook" : "real",
+                   found && info.dli_sname ? info.dli_sname : "?");
         } else if (sscanf(line, "procaddr1 %127s", a) == 1 || sscanf(line, "procaddr %127s", a) == 1) {
             void *fn = NULL;
             if (line[8] == '1')

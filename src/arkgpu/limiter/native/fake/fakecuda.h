@@ -66,6 +66,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAlloc
 CUresult cuMemRelease(CUmemGenericAllocationHandle h);
 CUresult cuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s);
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t n, CUstream s);
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s);
 CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s);
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d);
 CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b);

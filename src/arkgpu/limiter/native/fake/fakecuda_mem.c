@@ -63,6 +63,10 @@ EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool p
     (void)s;
     return mem_take(n, pool ? pool->dev : fake_cur_dev(), 0, p);
 }
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t n, CUstream s) { return cuMemAllocAsync(p, n, s); }
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s) {
+    return cuMemAllocFromPoolAsync(p, n, pool, s);
+}
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { (void)s; return mem_give(p); }
 EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d) {
     fake_ready();
