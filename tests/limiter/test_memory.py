@@ -80,18 +80,21 @@ def test_every_allocation_path_is_counted_and_refused_beyond_the_cap(
 def test_memory_queries_report_the_cap_and_never_go_below_zero(
     make_container: Callable[..., FakeContainer], probes: Callable[..., Probe]
 ) -> None:
-    """cuMemGetInfo, cuDeviceTotalMem and nvmlDeviceGetMemoryInfo report the
-    cap as total and the container's own use; when the node lowers the cap
-    below the use, free reads 0 rather than wrapping around."""
+    """cuMemGetInfo, cuDeviceTotalMem and nvmlDeviceGetMemoryInfo (and its _v2,
+    with reserved memory 0) report the cap as total and the container's own
+    use; when the node lowers the cap below the use, free reads 0 rather than
+    wrapping around."""
     box = make_container(Limits((8 * MiB,)))
     probe = probes(box)
     assert probe.ask(f"alloc alloc {3 * MiB}").startswith("ok")
     assert probe.ask("info") == f"{5 * MiB} {8 * MiB}"
     assert probe.ask("devtotal") == f"{8 * MiB}"
     assert probe.ask("nvml") == f"{8 * MiB} {5 * MiB} {3 * MiB}"
+    assert probe.ask("nvml2") == f"{8 * MiB} {5 * MiB} {3 * MiB} 0"
     box.set_limits(Limits((2 * MiB,)))
     assert probe.ask("info") == f"0 {2 * MiB}"
     assert probe.ask("nvml") == f"{2 * MiB} 0 {3 * MiB}"
+    assert probe.ask("nvml2") == f"{2 * MiB} 0 {3 * MiB} 0"
     assert probe.ask("alloc alloc 1") == "oom"
 
 

@@ -73,6 +73,7 @@ FN(CUresult, cuEventElapsedTime, (float *, CUevent, CUevent));
 FN(nvmlReturn_t, nvmlInit_v2, (void));
 FN(nvmlReturn_t, nvmlDeviceGetHandleByIndex_v2, (unsigned, nvmlDevice_t *));
 FN(nvmlReturn_t, nvmlDeviceGetMemoryInfo, (nvmlDevice_t, nvmlMemory_t *));
+FN(nvmlReturn_t, nvmlDeviceGetMemoryInfo_v2, (nvmlDevice_t, nvmlMemory_v2_t *));
 
 static void *load(void *lib, const char *name) {
     void *p = dlsym(lib, name);
@@ -108,6 +109,7 @@ static void setup(void) {
     void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW);
     if (nv) {
         LOAD(nv, nvmlInit_v2); LOAD(nv, nvmlDeviceGetHandleByIndex_v2); LOAD(nv, nvmlDeviceGetMemoryInfo);
+        LOAD(nv, nvmlDeviceGetMemoryInfo_v2);
     }
     CUcontext ctx;
     CUmodule mod;

@@ -5,6 +5,7 @@
  *   info              -> "FREE TOTAL" from cuMemGetInfo
  *   devtotal          -> cuDeviceTotalMem
  *   nvml              -> "TOTAL FREE USED" from nvmlDeviceGetMemoryInfo
+ *   nvml2             -> "TOTAL FREE USED RESERVED" from nvmlDeviceGetMemoryInfo_v2
  *   launch PATH US    -> "ok" | "err CODE"
  *   async US          -> one US-microsecond kernel between two events: "RET READY ELAPSED",
  *                        RET the µs the launch call took, READY "ready"/"notready" for the
@@ -138,6 +139,15 @@ static int run_script(void) {
             size_t t = 0;
             p_cuDeviceTotalMem_v2(&t, 0);
             printf("%zu\n", t);
+        } else if (strncmp(line, "nvml2", 5) == 0) {
+            nvmlDevice_t d;
+            /* nvmlMemory_v2: the struct size with version 2 in the top byte */
+            nvmlMemory_v2_t m = {.version = (unsigned)sizeof(nvmlMemory_v2_t) | (2u << 24)};
+            if (!p_nvmlInit_v2 || p_nvmlInit_v2() || p_nvmlDeviceGetHandleByIndex_v2(0, &d) ||
+                p_nvmlDeviceGetMemoryInfo_v2(d, &m))
+                printf("err nvml\n");
+            else
+                printf("%llu %llu %llu %llu\n", m.total, m.free, m.used, m.reserved);
         } else if (strncmp(line, "nvml", 4) == 0) {
             nvmlDevice_t d;
             nvmlMemory_t m = {0, 0, 0};
