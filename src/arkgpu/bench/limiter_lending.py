@@ -1,4 +1,4 @@
-"""``arkgpu limiter bench --lending``: idle-share lending measured on the fake GPU.
+"""Idle-share lending measured on the fake GPU (part of ``arkgpu limiter bench``).
 
 A best-effort (BE) container with its own share borrows the share of one
 latency-critical (LC) container (docs/LIMITER.md, Lending). This process plays
@@ -22,9 +22,7 @@ flight again. Figures:
 
 from __future__ import annotations
 
-import json
 import statistics
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -32,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arkgpu.client import LatencyReporter
-from arkgpu.limiter import Limits, link_lender, native
-from arkgpu.limiter.benchmarking import LoadResult, finish_load, start_load
+from arkgpu.limiter import Limits, link_lender
+from arkgpu.limiter.benchmarking import finish_load, start_load, timed_calls
 from arkgpu.limiter.containers import FakeContainer, make_world_readable
 
 
@@ -55,16 +53,6 @@ class LendingConfig:
     """Launches per timed run of the lending check's cost."""
     repeats: int = 5
     """Alternating with/without-lender pairs of the check's cost."""
-
-
-def _first_within(
-    result: LoadResult, since_ns: int, window_ns: int, done: Callable[[float], bool]
-) -> float | None:
-    """ms from ``since_ns`` until the trailing-window share first satisfies ``done``."""
-    for t in result.t_ns:
-        if t >= since_ns + window_ns and done(100 * result.window_share(t - window_ns, t)):
-            return (t - since_ns) / 1e6
-    return None
 
 
 class LendingBench:
@@ -109,21 +97,9 @@ class LendingBench:
             "in_flight_pct": 100 * result.window_share(ended - phase_ns // 2, ended),
             "idle_pct": 100 * result.window_share(begun - phase_ns // 2, begun),
             "again_pct": 100 * result.window_share(begun + phase_ns // 2, result.t_ns[-1]),
-            "give_back_ms": _first_within(result, begun, window, lambda s: s <= cfg.be_share + 5),
-            "take_up_ms": _first_within(result, ended, window, lambda s: s >= lending - 5),
+            "give_back_ms": result.first_within(begun, window, lambda s: s <= cfg.be_share + 5),
+            "take_up_ms": result.first_within(ended, window, lambda s: s >= lending - 5),
         }
-
-    def _launch_ns(self, box: FakeContainer) -> float:
-        out = subprocess.run(
-            [str(native.cubench()), "launch", str(self.config.check_calls)],
-            capture_output=True,
-            text=True,
-            env=box.env(),
-            user=box.user,
-            timeout=600,
-            check=True,
-        )
-        return float(json.loads(out.stdout)["ns_per_call"])
 
     def check_cost(self) -> dict[str, object]:
         """Added ns per paced launch with one lender, alternating with none."""
@@ -131,7 +107,8 @@ class LendingBench:
         _, lending = self.pair(99.0)
         cases = []
         for _ in range(self.config.repeats):
-            base, with_lender = self._launch_ns(plain), self._launch_ns(lending)
+            base = timed_calls(plain, "launch", self.config.check_calls)
+            with_lender = timed_calls(lending, "launch", self.config.check_calls)
             cases.append(
                 {"without_ns": base, "with_ns": with_lender, "added_ns": with_lender - base}
             )

@@ -74,6 +74,16 @@ class LoadResult:
             return 0.0
         return (self.busy_at[j] - self.busy_at[i]) / (self.t_ns[j] - self.t_ns[i])
 
+    def first_within(
+        self, since_ns: int, window_ns: int, done: Callable[[float], bool]
+    ) -> float | None:
+        """ms from ``since_ns`` until the busy share (percent) over the trailing
+        ``window_ns`` first satisfies ``done``; None if it never does."""
+        for t in self.t_ns:
+            if t >= since_ns + window_ns and done(100 * self.window_share(t - window_ns, t)):
+                return (t - since_ns) / 1e6
+        return None
+
 
 def start_load(
     box: FakeContainer, seconds: float, kernel_us: float, path: str = "kernel"
@@ -93,6 +103,22 @@ def finish_load(proc: subprocess.Popen[str]) -> LoadResult:
     return LoadResult(float(data["share"]), list(data["t_ns"]), list(data["busy_at"]))
 
 
+def timed_calls(box: FakeContainer, mode: str, calls: int, preload: bool = True) -> float:
+    """ns per call (``launch``) or per allocate/free pair (``mem``), median of
+    ``arkgpu-cubench``'s seven runs, in ``box`` with or without the library."""
+    out = subprocess.run(
+        [str(native.cubench()), mode, str(calls)],
+        capture_output=True,
+        text=True,
+        env=box.env(preload=preload),
+        user=box.user,
+        timeout=600,
+        check=True,
+    )
+    data = json.loads(out.stdout)
+    return float(data["ns_per_call" if mode == "launch" else "ns_per_pair"])
+
+
 class Bench:
     """Runs the cases in one work directory, each container on one fake GPU."""
 
@@ -108,26 +134,13 @@ class Bench:
             self.workdir / f"c{self._count}", self.workdir / "fakegpu", Limits((None,), share, mode)
         )
 
-    def _timed(self, box: FakeContainer, mode: str, calls: int, preload: bool) -> float:
-        out = subprocess.run(
-            [str(native.cubench()), mode, str(calls)],
-            capture_output=True,
-            text=True,
-            env=box.env(preload=preload),
-            user=box.user,
-            timeout=600,
-            check=True,
-        )
-        data = json.loads(out.stdout)
-        return float(data["ns_per_call" if mode == "launch" else "ns_per_pair"])
-
     def overhead(self, mode: str, calls: int, per: float) -> dict[str, object]:
         """Median added ns per call, library against none, alternating runs."""
         box = self.container(100.0)
         diffs = []
         for _ in range(self.config.repeats):
-            base = self._timed(box, mode, calls, preload=False)
-            hooked = self._timed(box, mode, calls, preload=True)
+            base = timed_calls(box, mode, calls, preload=False)
+            hooked = timed_calls(box, mode, calls, preload=True)
             diffs.append(
                 {
                     "without_ns": base / per,
@@ -193,14 +206,11 @@ class Bench:
         box.set_limits(Limits((None,), after))
         result = finish_load(proc)
         window = int(cfg.change_window_ms * 1e6)
-        latency = None
-        for t in result.t_ns:
-            if t < written + window:
-                continue
-            achieved = 100 * result.window_share(t - window, t)
-            if (achieved >= after - 5) if after > before else (achieved <= after + 5):
-                latency = (t - written) / 1e6
-                break
+        latency = result.first_within(
+            written,
+            window,
+            (lambda s: s >= after - 5) if after > before else (lambda s: s <= after + 5),
+        )
         return {
             "from_pct": before,
             "to_pct": after,
