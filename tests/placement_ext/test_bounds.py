@@ -90,3 +90,12 @@ def test_bound_is_below_every_policy_and_the_clairvoyant(pods: list[Pod]) -> Non
     assert clairvoyant(NODES, pods).unallocated_pct >= bound - 1e-6
     for policy in ("arkgpu", "fgd", "bestfit"):
         assert _online(policy, pods) >= bound - 1e-6
+
+
+def test_lp_bound_says_which_pods_it_leaves_out() -> None:
+    """Two GPUs; a whole-GPU pod, a 600, two 810s: the LP packs 1000 and 810, drops the rest."""
+    pods = [Pod("w", 1000, 1024, 1, 1000), share(600), share(810), share(810)]
+    bound = lp_bound(TWO_GPUS, pods)
+    assert bound.unallocated_pct == pytest.approx(9.5)
+    assert bound.left_out == pytest.approx({600: 1.0, 810: 1.0})
+    assert lp_bound(TWO_GPUS, [share(250)] * 8).left_out == {}

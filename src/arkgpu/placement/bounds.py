@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import linprog
@@ -58,6 +58,9 @@ class LpBound:
     rounds: int
     """Column-generation rounds until no pattern had positive reduced profit."""
     patterns: int
+    left_out: dict[int, float] = field(default_factory=dict)
+    """Pods the LP optimum leaves unplaced, by GPU milli per GPU (1000: whole-GPU
+    pods, counted in GPUs); fractional, and one of possibly many optima."""
 
     @property
     def unallocated_pct(self) -> float:
@@ -110,8 +113,23 @@ def _knapsack(values: FloatArray, sizes: Sequence[int], bounds: Sequence[float])
     return counts
 
 
-def _solve(master: PatternMaster) -> tuple[float, FloatArray, FloatArray]:
-    """Solve the restricted master; return optimum, item duals y, model duals z."""
+@dataclass(frozen=True, slots=True)
+class MasterSolution:
+    """Optimum of the restricted master with its primal and dual values."""
+
+    optimum: float
+    y: FloatArray
+    """Duals of the item rows (share classes)."""
+    z: FloatArray
+    """Duals of the GPU budget rows (models)."""
+    x: FloatArray
+    """Primal: patterns in :attr:`PatternMaster.columns` order, then whole GPUs by
+    (spec class, model)."""
+    rounds: int = 1
+
+
+def _solve(master: PatternMaster) -> MasterSolution:
+    """Solve the restricted master: optimum, item duals y, model duals z, primal x."""
     n_items, n_models, n_whole = len(master.sizes), len(master.gpus), len(master.whole)
     n_cols = len(master.columns) + n_whole * n_models
     a = np.zeros((n_items + n_models + n_whole, n_cols))
@@ -139,7 +157,9 @@ def _solve(master: PatternMaster) -> tuple[float, FloatArray, FloatArray]:
     if res.status != 0:
         raise RuntimeError(f"LP bound: HiGHS failed: {res.message}")
     duals = -np.asarray(res.ineqlin.marginals)
-    return float(-res.fun), duals[:n_items], duals[n_items : n_items + n_models]
+    return MasterSolution(
+        float(-res.fun), duals[:n_items], duals[n_items : n_items + n_models], np.asarray(res.x)
+    )
 
 
 def _price(
@@ -211,29 +231,43 @@ def _master(nodes: Sequence[Node], pods: Sequence[Pod], by_model: bool) -> Patte
     )
 
 
-def generate_columns(master: PatternMaster) -> tuple[float, FloatArray, FloatArray, int]:
-    """Column generation to optimality; returns optimum, item duals, model duals, rounds."""
+def generate_columns(master: PatternMaster) -> MasterSolution:
+    """Column generation to optimality; the last master's solution and the rounds taken."""
     rounds = 0
     while True:
-        optimum, y, z = _solve(master)
+        solution = _solve(master)
         rounds += 1
-        new = [c for c in _price(master, y, z) if c not in master.columns]
+        new = [c for c in _price(master, solution.y, solution.z) if c not in master.columns]
         if not new or rounds >= MAX_ROUNDS:
-            return optimum, y, z, rounds
+            return MasterSolution(solution.optimum, solution.y, solution.z, solution.x, rounds)
         master.columns.extend(new)
+
+
+def _left_out(master: PatternMaster, x: FloatArray) -> dict[int, float]:
+    """Item counts (by size) and whole GPUs that the primal ``x`` does not place."""
+    placed = np.zeros(len(master.sizes))
+    for value, (_, counts) in zip(x[: len(master.columns)], master.columns, strict=True):
+        placed += value * np.asarray(counts, dtype=np.float64)
+    out: dict[int, float] = {}
+    for size, asked, got in zip(master.sizes, master.counts, placed, strict=True):
+        out[size] = out.get(size, 0.0) + max(asked - float(got), 0.0)
+    whole_placed = float(x[len(master.columns) :].sum())
+    out[MILLI_PER_GPU] = max(sum(master.whole) - whole_placed, 0.0)
+    return {size: count for size, count in sorted(out.items()) if count > 1e-6}
 
 
 def lp_bound(nodes: Sequence[Node], pods: Sequence[Pod], by_model: bool = True) -> LpBound:
     """Lower bound on unallocated GPU % when exactly ``pods`` have arrived on ``nodes``."""
     master = _master(nodes, pods, by_model)
     capacity = sum(n.num_gpu for n in nodes) * MILLI_PER_GPU
-    optimum, _, _, rounds = generate_columns(master)
+    solution = generate_columns(master)
     return LpBound(
-        packed_milli=optimum,
+        packed_milli=solution.optimum,
         capacity_milli=capacity,
         demand_milli=sum(p.total_gpu_milli for p in pods),
-        rounds=rounds,
+        rounds=solution.rounds,
         patterns=len(master.columns),
+        left_out=_left_out(master, solution.x),
     )
 
 
