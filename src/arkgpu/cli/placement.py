@@ -21,6 +21,7 @@ from arkgpu.bench.placement import (
     table_rows,
 )
 from arkgpu.bench.plots import plot_allocation
+from arkgpu.cli.placement_anatomy import register_anatomy
 from arkgpu.cli.placement_tools import register_tools
 from arkgpu.placement import POLICIES
 from arkgpu.sim.placing import ExperimentConfig, run_placement
@@ -70,6 +71,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     bench.add_argument("--plot", type=Path, default=None, help="write a PNG here")
     bench.set_defaults(handler=cmd_bench)
     register_tools(sub)
+    register_anatomy(sub)
 
 
 def _resolve(args: argparse.Namespace) -> tuple[TraceRef, Path]:

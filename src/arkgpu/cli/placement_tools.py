@@ -31,7 +31,7 @@ from arkgpu.traces.catalog import TraceRef, default_node_list, resolve_pod_trace
 from arkgpu.traces.openb import load_nodes, load_pods
 
 
-def _trace_args(parser: argparse.ArgumentParser) -> None:
+def trace_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", default="default", help="pod CSV, 'default', or an openb name")
     parser.add_argument("--nodes", type=Path, default=None, help="node CSV (default: openb GPUs)")
     parser.add_argument("--inflate", type=float, default=1.3, help="arrivals as x capacity")
@@ -46,12 +46,12 @@ def _resolve(spec: str, nodes: Path | None) -> tuple[TraceRef, Path]:
 def register_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``bound``, ``defrag``, ``replay`` and ``study`` to the ``placement`` group."""
     bound = sub.add_parser("bound", help="LP lower bound and clairvoyant packing at 100%% arrived")
-    _trace_args(bound)
+    trace_args(bound)
     bound.add_argument("--seed", type=int, default=42)
     bound.add_argument("--json", action="store_true", help="print the result as JSON")
     bound.set_defaults(handler=cmd_bound)
     defrag = sub.add_parser("defrag", help="re-pack at 100%% arrived moving at most K pods")
-    _trace_args(defrag)
+    trace_args(defrag)
     defrag.add_argument("--policy", required=True, choices=POLICIES.names())
     defrag.add_argument("--seed", type=int, default=42)
     defrag.add_argument(
@@ -61,7 +61,7 @@ def register_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     defrag.add_argument("--json", action="store_true", help="print the result as JSON")
     defrag.set_defaults(handler=cmd_defrag)
     replay = sub.add_parser("replay", help="time-ordered replay with departures and a queue")
-    _trace_args(replay)
+    trace_args(replay)
     replay.add_argument("--policy", required=True, help="a policy, or a list: arkgpu,fgd")
     replay.add_argument("--seed", type=int, default=42)
     replay.add_argument("--load", type=float, default=1.2, help="peak load if none waited")
@@ -70,7 +70,7 @@ def register_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     replay.add_argument("--plot", type=Path, default=None, help="write allocation/queue PNG here")
     replay.set_defaults(handler=cmd_replay)
     cost = sub.add_parser("cost", help="decision cost per pod: wall clock and CPU time")
-    _trace_args(cost)
+    trace_args(cost)
     cost.add_argument("--policies", default="arkgpu,fgd")
     cost.add_argument("--seed", type=int, default=42)
     cost.set_defaults(handler=cmd_cost)
@@ -182,7 +182,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     config = ReplayConfig(seed=args.seed, load=args.load, node_fraction=args.node_fraction)
     nodes, pods = load_nodes(nodes_path), load_pods(trace.path)
     docs: list[dict[str, Any]] = []
-    for name in _names(args.policy):
+    for name in policy_names(args.policy):
         result = replay(nodes, pods, name, config)
         doc: dict[str, Any] = {"trace": trace.label, "simulated": True, **result.summary()}
         doc["times_s"] = result.times_s.tolist()
@@ -206,13 +206,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_cost(args: argparse.Namespace) -> int:
     """Print the decision cost of each policy as JSON lines."""
     trace, nodes_path = _resolve(args.trace, args.nodes)
-    for name in _names(args.policies):
+    for name in policy_names(args.policies):
         doc = decision_costs(nodes_path, trace.path, name, args.seed, args.inflate)
         print(json.dumps({"trace": trace.label, "seed": args.seed, **doc}))
     return 0
 
 
-def _names(text: str) -> tuple[str, ...]:
+def policy_names(text: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     for name in names:
         if name not in POLICIES.names():
@@ -226,9 +226,9 @@ def cmd_study(args: argparse.Namespace) -> int:
     spec = StudySpec(
         nodes_path=args.nodes or default_node_list(),
         traces=traces,
-        policies=_names(args.policies),
+        policies=policy_names(args.policies),
         seeds=parse_seeds(args.seeds),
-        baselines=_names(args.baselines),
+        baselines=policy_names(args.baselines),
         baseline_seeds=parse_seeds(args.baseline_seeds) if args.baselines else (),
         clairvoyant_seeds=parse_seeds(args.clairvoyant_seeds) if args.clairvoyant_seeds else (),
         jobs=args.jobs,
