@@ -110,6 +110,21 @@ def test_pattern_loss_is_never_negative(items: list[tuple[int, float]]) -> None:
         assert (value[r] - price - value[r - size] >= -1e-6).all()
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    items=st.lists(
+        st.tuples(st.integers(1, 1000), st.floats(0, 1000, allow_nan=False)), min_size=0, max_size=6
+    )
+)
+def test_remainder_values_match_the_textbook_recurrence(items: list[tuple[int, float]]) -> None:
+    """The blockwise tables equal V[r] = max(V[r-1], max_i V[r-s_i] + y_i), r = 1..1000."""
+    expected = np.zeros(1001)
+    for r in range(1, 1001):
+        fits = [expected[r - s] + y for s, y in items if s <= r]
+        expected[r] = max([expected[r - 1], *fits])
+    assert np.allclose(_remainder_values(items), expected)
+
+
 def test_prices_steer_a_share_to_complete_a_pattern() -> None:
     """With 470s and 530s learned, a 530 goes to the GPU where a 470 left 530, not a fresh one.
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,6 +25,16 @@ from arkgpu.placement.bounds import ShareKey, cutting_stock_prices
 Shape = tuple[int, int, int, frozenset[str]]
 
 
+@dataclass(frozen=True, slots=True)
+class PriceTables:
+    """What one re-learning step produces: prices per share class and remainder tables."""
+
+    price: dict[ShareKey, float]
+    table: FloatArray
+    """``V_m[r]``: one row per GPU model (in :attr:`ShareValues.models` order) and a zero
+    row for nodes without a model, 1001 columns."""
+
+
 class ShareValues:
     """Dual prices of share sizes and per-model remainder values; zero until learned.
 
@@ -31,6 +42,10 @@ class ShareValues:
     ``gpu_spec`` (about 20 sizes instead of sizes x specs: the re-learning step
     took 1.6 s with 33% of GPU pods constrained, against tens of ms pooled); the
     specs still decide which sizes count on each model's remainder table.
+
+    :meth:`solve` only reads the cluster's static model list, so it may run on
+    another thread while :meth:`loss` serves decisions; :meth:`install` swaps
+    the result in.
     """
 
     def __init__(self, state: ClusterState) -> None:
@@ -50,13 +65,20 @@ class ShareValues:
         self.price: dict[ShareKey, float] = {}
 
     def learn(self, shapes: Counter[Shape]) -> None:
-        """Re-solve the cutting-stock LP over the shares seen and rebuild the remainder tables."""
+        """Solve and install at once."""
+        tables = self.solve(shapes)
+        if tables is not None:
+            self.install(tables)
+
+    def solve(self, shapes: Counter[Shape]) -> PriceTables | None:
+        """Cutting-stock LP over the shares in ``shapes`` and the remainder tables; None if
+        there is no share or no GPU model to price."""
         shares: Counter[ShareKey] = Counter()
         for (_, milli, num, spec), count in shapes.items():
             if num == 1 and milli < MILLI_PER_GPU:
                 shares[(milli, spec)] += count
         if not shares or not self.models:
-            return
+            return None
         sizes = sorted({milli for milli, _ in shares})
         counts = [float(sum(c for (s, _), c in shares.items() if s == size)) for size in sizes]
         y = dict(
@@ -66,14 +88,19 @@ class ShareValues:
                 strict=True,
             )
         )
-        self.price = {k: y[k[0]] for k in shares}
+        table = np.zeros((len(self.models) + 1, MILLI_PER_GPU + 1))
         cache: dict[tuple[tuple[int, float], ...], FloatArray] = {}
         for m, model in enumerate(self.models):
             here = {s for s, spec in shares if not spec or model in spec}
             admitted = tuple((s, y[s]) for s in sizes if s in here)
             if admitted not in cache:
                 cache[admitted] = _remainder_values(admitted)
-            self.table[m] = cache[admitted]
+            table[m] = cache[admitted]
+        return PriceTables({k: y[k[0]] for k in shares}, table)
+
+    def install(self, tables: PriceTables) -> None:
+        """Use ``tables`` from the next :meth:`loss` on."""
+        self.price, self.table = tables.price, tables.table
 
     def loss(self, model_index: IntArray, left: IntArray, pod: Pod) -> FloatArray:
         """Pattern loss of putting ``pod`` on GPUs of these models with ``left`` milli free."""
@@ -88,14 +115,17 @@ class ShareValues:
 
 
 def _remainder_values(items: Sequence[tuple[int, float]]) -> FloatArray:
-    """``V[r]``: most total price of items (size, price), each any number of times, within r."""
+    """``V[r]``: most total price of items (size, price), each any number of times, within r.
+
+    Unbounded knapsack, item by item: ``V[r] = max(V[r], V[r - s] + p)`` for rising
+    ``r``, done one block of ``s`` capacities at a time (a block reads only the
+    one before it, already final), then made non-decreasing.
+    """
     value = np.zeros(MILLI_PER_GPU + 1)
-    if not items:
-        return value
-    sizes = np.array([size for size, _ in items], dtype=np.int64)
-    prices = np.array([price for _, price in items])
-    for r in range(1, MILLI_PER_GPU + 1):
-        fits = sizes <= r
-        best = (value[r - sizes[fits]] + prices[fits]).max() if fits.any() else 0.0
-        value[r] = max(value[r - 1], best)
-    return value
+    for size, price in items:
+        for start in range(size, MILLI_PER_GPU + 1, size):
+            stop = min(start + size, MILLI_PER_GPU + 1)
+            np.maximum(
+                value[start:stop], value[start - size : stop - size] + price, out=value[start:stop]
+            )
+    return np.asarray(np.maximum.accumulate(value), dtype=np.float64)
