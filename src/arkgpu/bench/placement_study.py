@@ -23,9 +23,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import Pod
-from arkgpu.placement import POLICIES, PolicyContext
 from arkgpu.placement.bounds import lp_bound
 from arkgpu.placement.bounds_offline import clairvoyant
 from arkgpu.sim.placing import ExperimentConfig, inflate_and_shuffle, run_placement
@@ -221,41 +219,6 @@ def plot_study(path: Path, report: dict[str, Any]) -> None:
     ax.legend(fontsize=7, ncol=3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-
-
-def decision_costs(
-    nodes_path: Path, pods_path: Path, policy: str, seed: int, inflate: float = 1.3
-) -> dict[str, float | int | str]:
-    """Per-decision cost of ``policy`` over one FGD-protocol run, by wall clock and by CPU time.
-
-    On a shared machine the wall clock of a 1 ms call is inflated whenever the
-    process is preempted; the thread's CPU time (``time.thread_time``) is not,
-    so both are reported. Decisions of pods that arrive after 130% are not made.
-    """
-    nodes, pods = load_nodes(nodes_path), load_pods(pods_path)
-    state = ClusterState.from_nodes(nodes)
-    workload_rng, policy_rng = (
-        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2)
-    )
-    arrivals = inflate_and_shuffle(pods, state.total_gpu_milli, inflate, workload_rng)
-    chooser = POLICIES.create(policy, PolicyContext(state, pods))
-    wall, cpu = np.empty(len(arrivals)), np.empty(len(arrivals))
-    for i, pod in enumerate(arrivals):
-        w0, c0 = time.perf_counter(), time.thread_time()
-        where = chooser.choose(state, pod, policy_rng)
-        wall[i], cpu[i] = time.perf_counter() - w0, time.thread_time() - c0
-        if where is not None:
-            state.place(pod, where)
-    return {
-        "policy": policy,
-        "nodes": len(nodes),
-        "decisions": len(arrivals),
-        "wall_ms_median": float(np.median(wall) * 1e3),
-        "wall_ms_p99": float(np.percentile(wall, 99) * 1e3),
-        "cpu_ms_median": float(np.median(cpu) * 1e3),
-        "cpu_ms_p99": float(np.percentile(cpu, 99) * 1e3),
-        "cpu_ms_max": float(cpu.max() * 1e3),
-    }
 
 
 def plot_replay(path: Path, title: str, docs: Sequence[dict[str, Any]]) -> None:

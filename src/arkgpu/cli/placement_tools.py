@@ -12,11 +12,11 @@ import numpy as np
 from rich.console import Console
 
 from arkgpu.bench.placement import parse_seeds
+from arkgpu.bench.placement_cost import RelearnMode, decision_costs
 from arkgpu.bench.placement_study import (
     OPENB_TRACES,
     StudySpec,
     arrived_until,
-    decision_costs,
     plot_replay,
     plot_study,
     run_study,
@@ -73,6 +73,13 @@ def register_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     trace_args(cost)
     cost.add_argument("--policies", default="arkgpu,fgd")
     cost.add_argument("--seed", type=int, default=42)
+    relearn = cost.add_mutually_exclusive_group()
+    relearn.add_argument(
+        "--relearn-lag", type=int, default=0, help="arkgpu: use what it re-learns N GPU pods later"
+    )
+    relearn.add_argument(
+        "--background-relearn", action="store_true", help="arkgpu: re-learn on a worker thread"
+    )
     cost.set_defaults(handler=cmd_cost)
     study = sub.add_parser("study", help="every openb trace: policies, LP bound, clairvoyant")
     study.add_argument("--traces", default=",".join(OPENB_TRACES))
@@ -205,9 +212,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_cost(args: argparse.Namespace) -> int:
     """Print the decision cost of each policy as JSON lines."""
+    if args.relearn_lag < 0:
+        raise ValueError(f"--relearn-lag must be >= 0 GPU pods, got {args.relearn_lag}")
     trace, nodes_path = _resolve(args.trace, args.nodes)
+    relearn = RelearnMode(lag=args.relearn_lag, background=args.background_relearn)
     for name in policy_names(args.policies):
-        doc = decision_costs(nodes_path, trace.path, name, args.seed, args.inflate)
+        doc = decision_costs(nodes_path, trace.path, name, args.seed, args.inflate, relearn)
         print(json.dumps({"trace": trace.label, "seed": args.seed, **doc}))
     return 0
 

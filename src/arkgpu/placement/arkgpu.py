@@ -39,19 +39,22 @@ and the best option wins; ties go to the lowest node index, then GPU slot.
 
 Shapes and prices are re-learned every :attr:`ArkgpuConfig.relearn_every`
 GPU-pod arrivals; per-node tables are refreshed only for nodes that changed,
-as in :mod:`arkgpu.placement.fgd`.
+as in :mod:`arkgpu.placement.fgd`. Re-learning is a task over a snapshot
+(:mod:`arkgpu.placement.arkgpu_learning`) run by a
+:class:`~arkgpu.placement.relearning.Solver`: inline by default, or later, or
+on a worker thread so that it stays off the decision path.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from arkgpu.model.cluster import Assignment, ClusterState, FloatArray, IntArray
 from arkgpu.model.resources import Pod
+from arkgpu.placement.arkgpu_learning import Learned, ShapeLearner, relearn_task
 from arkgpu.placement.arkgpu_values import ShareValues
 from arkgpu.placement.base import POLICIES, PolicyContext, best_fit_gpus, pick_best
 from arkgpu.placement.fgd import distinct_share_options, frag_score
@@ -60,11 +63,11 @@ from arkgpu.placement.fragmentation import (
     Candidates,
     FragTables,
     FragTracker,
-    Shape,
     TypicalPods,
     satisfiable,
 )
-from arkgpu.placement.scarcity import hosting_loss, scarcity_weights
+from arkgpu.placement.relearning import LaggedSolver, Solver
+from arkgpu.placement.scarcity import hosting_loss
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,45 +102,25 @@ class ArkgpuConfig:
     popularity: float = POPULARITY_THRESHOLD
     """Share of pods the learned typical shapes cover (FGD's 95%): the tail of
     rare shapes costs time and barely moves the measure."""
-
-
-@dataclass(slots=True)
-class ShapeLearner:
-    """Counts of pod shapes and share classes among the arrivals so far."""
-
-    shapes: Counter[Shape] = field(default_factory=Counter)
-    gpu_pods: int = 0
-    gpu_milli: int = 0
-    gpu_cpu: int = 0
-    gpu_memory: int = 0
-
-    def observe(self, pod: Pod) -> None:
-        """Count one arrival."""
-        self.shapes[pod.shape] += 1
-        if pod.num_gpu > 0:
-            self.gpu_pods += 1
-            self.gpu_milli += pod.total_gpu_milli
-            self.gpu_cpu += pod.cpu_milli
-            self.gpu_memory += pod.memory_mib
-
-    def stranded(self, gpu_left: IntArray, cpu_left: IntArray, mem_left: IntArray) -> FloatArray:
-        """GPU milli left that the CPU and memory left cannot serve at the GPU pods' mean ratio."""
-        if self.gpu_milli == 0:
-            return np.zeros(len(gpu_left))
-        cpu_ok = cpu_left * (self.gpu_milli / max(self.gpu_cpu, 1))
-        mem_ok = mem_left * (self.gpu_milli / max(self.gpu_memory, 1))
-        return np.asarray(np.maximum(gpu_left - np.minimum(cpu_ok, mem_ok), 0.0))
-
-    def typical(self, popularity: float) -> TypicalPods:
-        """Most frequent shapes covering ``popularity`` of arrivals, frequencies renormalised."""
-        return TypicalPods.from_counts(self.shapes, popularity)
+    relearn_lag: int = 0
+    """GPU-pod arrivals between a re-learning snapshot and its result taking
+    effect, for the default :class:`~arkgpu.placement.relearning.LaggedSolver`.
+    0 (inline) is what every figure in docs/BENCHMARKS.md used unless it says
+    otherwise; a positive lag stands for a scheduler that re-learns off the
+    request path and decides with the old measures meanwhile."""
 
 
 class ArkgpuPolicy:
     """Learned fragmentation gradient plus LP pattern loss; see the module docstring."""
 
-    def __init__(self, state: ClusterState, config: ArkgpuConfig | None = None) -> None:
+    def __init__(
+        self,
+        state: ClusterState,
+        config: ArkgpuConfig | None = None,
+        solver: Solver[Learned] | None = None,
+    ) -> None:
         self.config = config or ArkgpuConfig()
+        self.solver: Solver[Learned] = solver or LaggedSolver(self.config.relearn_lag)
         self.learner = ShapeLearner()
         self.values = ShareValues(state)
         self._next_learn = 1
@@ -148,22 +131,30 @@ class ArkgpuPolicy:
         """Learn from ``pods`` before any arrival (the offline packer knows them all)."""
         for pod in pods:
             self.learner.observe(pod)
-        self._learn(state, force=True)
+        self._install(self._task(state, with_prices=True)())
         self._next_learn = 1 << 62
 
-    def _learn(self, state: ClusterState, force: bool = False) -> None:
-        self.tracker.reset(state, self.learner.typical(self.config.popularity))
-        self.scarcity = scarcity_weights(state, self.tracker.typical, self.tracker.access)
-        if force or self.learner.gpu_pods >= self.config.warmup:
-            self.values.learn(self.learner.shapes)
+    def _task(self, state: ClusterState, with_prices: bool) -> Callable[[], Learned]:
+        return relearn_task(state, self.learner, self.values, self.config.popularity, with_prices)
+
+    def _install(self, learned: Learned) -> None:
+        self.tracker.install(
+            learned.typical, learned.access, learned.tables, learned.seen_cpu, learned.seen_gpu
+        )
+        self.scarcity = learned.scarcity
+        if learned.prices is not None:
+            self.values.install(learned.prices)
 
     def _observe(self, state: ClusterState, pod: Pod) -> None:
         self.learner.observe(pod)
         n = self.learner.gpu_pods
         if pod.num_gpu > 0 and n >= self._next_learn:
-            self._learn(state)
             warm = n < self.config.warmup
+            self.solver.submit(self._task(state, with_prices=not warm), n)
             self._next_learn = n * 2 if warm else n + self.config.relearn_every
+        learned = self.solver.ready(n)
+        if learned is not None:
+            self._install(learned)
 
     def _strand(
         self,

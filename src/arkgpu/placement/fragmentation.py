@@ -161,11 +161,23 @@ class FragTracker:
 
     def reset(self, state: ClusterState, typical: TypicalPods) -> None:
         """Start over for ``typical`` shapes (for example after re-learning them)."""
-        self.typical = typical
-        self.access = typical.access(state)
-        self.tables = FragTables.compute(state.gpu_left, typical)
-        self._seen_cpu = state.cpu_left.copy()
-        self._seen_gpu = state.gpu_left.copy()
+        tables = FragTables.compute(state.gpu_left, typical)
+        self.install(
+            typical, typical.access(state), tables, state.cpu_left.copy(), state.gpu_left.copy()
+        )
+
+    def install(
+        self,
+        typical: TypicalPods,
+        access: BoolArray,
+        tables: FragTables,
+        seen_cpu: IntArray,
+        seen_gpu: IntArray,
+    ) -> None:
+        """Use ``tables`` built for ``typical`` from a snapshot of CPU and GPUs left (the
+        tracker owns them from now on); :meth:`refresh` redoes the nodes changed since."""
+        self.typical, self.access, self.tables = typical, access, tables
+        self._seen_cpu, self._seen_gpu = seen_cpu, seen_gpu
 
     def refresh(self, state: ClusterState) -> None:
         """Recompute the tables of the nodes that changed since the last call."""
