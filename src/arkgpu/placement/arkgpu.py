@@ -32,10 +32,11 @@ and the best option wins; ties go to the lowest node index, then GPU slot.
    350 left by a 650) and positive when it spoils one, which FGD's one-step
    measure cannot see.
 4. ``hosting_loss`` (:mod:`arkgpu.placement.scarcity`): demand of the learned
-   shapes that fewer than half of the GPUs could ever host and that the node
-   can host now but not after the placement, each scaled by how few hosts it
-   has. It keeps the few nodes that alone fit a shape (the 128-core G3 nodes
-   for 8-GPU 120-core pods) for that shape.
+   shapes that fewer than half of the GPUs could ever host, times the share of
+   the node's hosting of them (copies it could host when empty) that the
+   placement takes away, each scaled by how few hosts it has. It keeps the few
+   nodes that alone fit a shape (the 128-core G3 nodes for 8-GPU 120-core pods,
+   the nodes of a GPU model that some pods name in ``gpu_spec``) for that shape.
 
 Shapes and prices are re-learned every :attr:`ArkgpuConfig.relearn_every`
 GPU-pod arrivals; per-node tables are refreshed only for nodes that changed,
@@ -64,10 +65,9 @@ from arkgpu.placement.fragmentation import (
     FragTables,
     FragTracker,
     TypicalPods,
-    satisfiable,
 )
 from arkgpu.placement.relearning import LaggedSolver, Solver
-from arkgpu.placement.scarcity import hosting_loss
+from arkgpu.placement.scarcity import Scarcity
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +125,7 @@ class ArkgpuPolicy:
         self.values = ShareValues(state)
         self._next_learn = 1
         self.tracker = FragTracker(state, TypicalPods.from_counts({}))
-        self.scarcity = np.zeros(0)
+        self.scarcity = Scarcity.none(len(state.nodes))
 
     def prime(self, state: ClusterState, pods: Sequence[Pod]) -> None:
         """Learn from ``pods`` before any arrival (the offline packer knows them all)."""
@@ -178,13 +178,7 @@ class ArkgpuPolicy:
         cpu_after: IntArray,
     ) -> FloatArray:
         """Points lost by options that take away hosting of scarce shapes."""
-        tracker = self.tracker
-        access = tracker.access[nodes]
-        lost = hosting_loss(
-            self.scarcity,
-            satisfiable(before, cpu_before, access, tracker.typical),
-            satisfiable(after, cpu_after, access, tracker.typical),
-        )
+        lost = self.scarcity.loss(nodes, (before, cpu_before), (after, cpu_after))
         return lost / self.config.scarcity_milli_per_point
 
     def choose(self, state: ClusterState, pod: Pod, rng: np.random.Generator) -> Assignment | None:

@@ -22,7 +22,7 @@ from arkgpu.model.cluster import BoolArray, ClusterState, FloatArray, IntArray
 from arkgpu.model.resources import Pod
 from arkgpu.placement.arkgpu_values import PriceTables, ShareValues
 from arkgpu.placement.fragmentation import FragTables, Shape, TypicalPods
-from arkgpu.placement.scarcity import scarcity_weights
+from arkgpu.placement.scarcity import Scarcity, scarcity
 
 
 @dataclass(slots=True)
@@ -68,7 +68,7 @@ class Learned:
     seen_cpu: IntArray
     seen_gpu: IntArray
     """The snapshot the tables describe."""
-    scarcity: FloatArray
+    scarcity: Scarcity
     prices: PriceTables | None
     """None during the warm-up, or when there is no share to price."""
 
@@ -93,7 +93,7 @@ def relearn_task(
             tables=FragTables.compute(gpu_left, typical),
             seen_cpu=cpu_left,
             seen_gpu=gpu_left,
-            scarcity=scarcity_weights(state, typical, access),
+            scarcity=scarcity(state, typical, access),
             prices=values.solve(shapes) if with_prices else None,
         )
 
