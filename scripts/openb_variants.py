@@ -1,49 +1,75 @@
-"""Write the two openb variants used to check the placement policy on unseen traces.
+"""Write openb variants used to check the placement policy on unseen traces.
 
     python scripts/openb_variants.py ../shared/data/openb/openb_pod_list_default.csv OUT_DIR
+    python scripts/openb_variants.py SOURCE OUT_DIR --seed 11 --spec-share 0.2 --name gpuspec20-s11
 
 * ``pods_gpuspec33.csv``: the default trace with a ``gpu_spec`` drawn from
   SPECS on a third of the GPU pods (``random.Random(7)``).
 * ``pods_cpuheavy.csv``: the default trace with every CPU-only pod three times.
+* With ``--seed``/``--spec-share``/``--name``: only ``pods_NAME.csv``, a
+  ``gpu_spec`` draw of that share and seed (fresh draws for the policy's
+  later changes; docs/BENCHMARKS.md says which draw judged which change).
 
-Neither file was used to choose anything in the ``arkgpu`` policy; see
-docs/BENCHMARKS.md, "Robustness on traces it was never run on".
+See docs/BENCHMARKS.md, "Robustness on traces it was never run on", for what
+each file was used for.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import random
-import sys
 from pathlib import Path
 
 SPECS = ("V100M16|V100M32", "G2", "T4", "P100", "G2|G3", "V100M32", "T4|P100")
 
 
-def main(source: Path, out: Path) -> None:
-    with source.open(newline="") as f:
-        reader = csv.DictReader(f)
-        fields = list(reader.fieldnames or [])
-        rows = list(reader)
-    rng = random.Random(7)
+def with_specs(rows: list[dict[str, str]], seed: int, share: float) -> list[dict[str, str]]:
+    """A ``gpu_spec`` from SPECS on about ``share`` of the GPU pods."""
+    rng = random.Random(seed)
     spec_rows = []
     for row in rows:
         changed = dict(row)
-        if int(row["num_gpu"]) > 0 and rng.random() < 1 / 3:
+        if int(row["num_gpu"]) > 0 and rng.random() < share:
             changed["gpu_spec"] = rng.choice(SPECS)
         spec_rows.append(changed)
+    return spec_rows
+
+
+def cpu_heavy(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Every CPU-only pod three times."""
     heavy_rows = []
     for row in rows:
         copies = 3 if int(row["num_gpu"]) == 0 else 1
         for k in range(copies):
             heavy_rows.append({**row, "name": row["name"] if k == 0 else f"{row['name']}-x{k}"})
-    out.mkdir(parents=True, exist_ok=True)
-    for name, data in (("pods_gpuspec33.csv", spec_rows), ("pods_cpuheavy.csv", heavy_rows)):
-        with (out / name).open("w", newline="") as f:
+    return heavy_rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("source", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--seed", type=int, default=None, help="draw of a gpu_spec variant")
+    parser.add_argument("--spec-share", type=float, default=1 / 3)
+    parser.add_argument("--name", default=None, help="the variant is written as pods_NAME.csv")
+    args = parser.parse_args()
+    with args.source.open(newline="") as f:
+        reader = csv.DictReader(f)
+        fields = list(reader.fieldnames or [])
+        rows = list(reader)
+    if args.seed is None:
+        files = {"gpuspec33": with_specs(rows, 7, 1 / 3), "cpuheavy": cpu_heavy(rows)}
+    else:
+        name = args.name or f"gpuspec-s{args.seed}"
+        files = {name: with_specs(rows, args.seed, args.spec_share)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        with (args.out / f"pods_{name}.csv").open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=fields)
             writer.writeheader()
             writer.writerows(data)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    main()
