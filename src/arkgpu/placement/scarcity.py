@@ -110,19 +110,28 @@ class Scarcity:
         return lost
 
     def _copies(self, big_count: IntArray, cpu_left: IntArray, at: IntArray) -> FloatArray:
-        by_gpu = big_count[:, self.columns] / self.num
-        by_cpu = np.where(self.cpu > 0, cpu_left[:, None] / np.maximum(self.cpu, 1.0), np.inf)
-        return np.floor(np.where(self.access[at], np.minimum(by_gpu, by_cpu), 0.0))
+        return _copies(big_count[:, self.columns], cpu_left, self.access[at], self.num, self.cpu)
+
+
+def _copies(
+    big_count: IntArray,
+    cpu_left: IntArray,
+    access: BoolArray,
+    num: npt.NDArray[np.number[Any]],
+    cpu: npt.NDArray[np.number[Any]],
+) -> FloatArray:
+    """[node, t]: ``min(GPUs big enough // num_t, cpu_left // cpu_t)`` where the model admits
+    ``t``, else 0; a shape asking no CPU is bounded by GPUs alone."""
+    by_gpu = big_count / num[None, :]
+    by_cpu = np.where(cpu[None, :] > 0, cpu_left[:, None] / np.maximum(cpu, 1)[None, :], np.inf)
+    return np.asarray(np.floor(np.where(access, np.minimum(by_gpu, by_cpu), 0.0)))
 
 
 def hosting_copies(
     tables: FragTables, cpu_left: IntArray, access: BoolArray, typical: TypicalPods
-) -> IntArray:
+) -> FloatArray:
     """[node, t]: copies of GPU shape ``t`` the node can host at once (GPUs, CPU, model)."""
-    by_gpu = tables.big_count // np.maximum(typical.num, 1)[None, :]
-    cpu = typical.cpu[None, :]
-    by_cpu = np.where(cpu > 0, cpu_left[:, None] // np.maximum(cpu, 1), np.iinfo(np.int64).max)
-    return np.asarray(np.where(access, np.minimum(by_gpu, by_cpu), 0), dtype=np.int64)
+    return _copies(tables.big_count, cpu_left, access, np.maximum(typical.num, 1), typical.cpu)
 
 
 def scarcity(state: ClusterState, typical: TypicalPods, access: BoolArray) -> Scarcity:
@@ -141,7 +150,7 @@ def scarcity(state: ClusterState, typical: TypicalPods, access: BoolArray) -> Sc
     return Scarcity(
         weights=weights,
         columns=columns,
-        empty_copies=np.maximum(copies[:, columns], 1).astype(np.float64),
+        empty_copies=np.maximum(copies[:, columns], 1.0),
         access=scarce_access,
         hosts_any=np.asarray(scarce_access.any(axis=1), dtype=np.bool_),
         num=np.maximum(typical.num[columns], 1).astype(np.float64),
