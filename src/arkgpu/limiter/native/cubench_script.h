@@ -16,7 +16,7 @@
  *                        per-thread-default-stream version, and the symbol it gave
  *   hold MS           -> prints "holding", then holds the region lock for MS ms
  *   forkalloc BYTES MS -> a forked child allocates BYTES, prints "child ok|oom", lives MS ms;
- *                        the parent replies "forked PID" first
+ *                        the parent replies "forked PID"; the two lines come in either order
  *   attack PATH       -> tries to write PATH three ways: "open-rw:R mprotect:R mmap-rw:R",
  *                        each R "allowed" or "denied"
  *   quit */
