@@ -29,7 +29,7 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,13 @@ def _by_size(pods: Sequence[Pod]) -> dict[int, int]:
     return dict(sorted(counts.items()))
 
 
-def take_apart(problem: DefragProblem, lp_pct: float, lp_left_out: dict[int, float]) -> Anatomy:
+def take_apart(
+    problem: DefragProblem,
+    lp_pct: float,
+    lp_left_out: dict[int, float],
+    policy: str = "",
+    seed: int = -1,
+) -> Anatomy:
     """Split the unallocated share of ``problem.state`` into free, mix waste and excess."""
     state = problem.state
     capacity = state.total_gpu_milli
@@ -87,8 +93,8 @@ def take_apart(problem: DefragProblem, lp_pct: float, lp_left_out: dict[int, flo
     free = int((state.gpu_exists & (state.gpu_left == MILLI_PER_GPU)).sum())
     unallocated = 100.0 * (1.0 - state.allocated_gpu_milli / capacity)
     return Anatomy(
-        policy="",
-        seed=-1,
+        policy=policy,
+        seed=seed,
         unallocated_pct=unallocated,
         free_gpu_pct=100.0 * free * MILLI_PER_GPU / capacity,
         mix_waste_pct=100.0 * (fractional * MILLI_PER_GPU - share_milli) / capacity,
@@ -118,8 +124,7 @@ def _one(spec: AnatomySpec, policy: str, seed: int) -> Anatomy:
     problem = place_until(nodes, pods, policy, seed, spec.inflate)
     arrived = [pod for pod, _ in problem.running] + list(problem.waiting)
     bound = lp_bound(nodes, arrived)
-    parts = take_apart(problem, bound.unallocated_pct, bound.left_out)
-    return Anatomy(**{**asdict(parts), "policy": policy, "seed": seed})
+    return take_apart(problem, bound.unallocated_pct, bound.left_out, policy, seed)
 
 
 def run_anatomy(spec: AnatomySpec) -> list[Anatomy]:

@@ -11,6 +11,7 @@ import numpy as np
 from arkgpu.model.cluster import ClusterState
 from arkgpu.placement import POLICIES, PolicyContext
 from arkgpu.placement.arkgpu import ArkgpuConfig, ArkgpuPolicy
+from arkgpu.placement.arkgpu_learning import Learned
 from arkgpu.placement.base import Policy
 from arkgpu.placement.relearning import BackgroundSolver
 from arkgpu.sim.placing import inflate_and_shuffle
@@ -27,13 +28,15 @@ class RelearnMode:
     """Compute on a worker thread instead (then ``lag`` is unused)."""
 
 
-def _chooser(policy: str, context: PolicyContext, relearn: RelearnMode) -> Policy:
+def _chooser(
+    policy: str, context: PolicyContext, relearn: RelearnMode, worker: BackgroundSolver[Learned]
+) -> Policy:
     if relearn == RelearnMode():
         return POLICIES.create(policy, context)
     if policy != "arkgpu":
         raise ValueError(f"re-learning modes apply to the arkgpu policy only, not {policy!r}")
     if relearn.background:
-        return ArkgpuPolicy(context.state, solver=BackgroundSolver())
+        return ArkgpuPolicy(context.state, solver=worker)
     return ArkgpuPolicy(context.state, ArkgpuConfig(relearn_lag=relearn.lag))
 
 
@@ -60,20 +63,22 @@ def decision_costs(
         np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2)
     )
     arrivals = inflate_and_shuffle(pods, state.total_gpu_milli, inflate, workload_rng)
-    chooser = _chooser(policy, PolicyContext(state, pods), relearn)
     wall, cpu = np.empty(len(arrivals)), np.empty(len(arrivals))
     arrived, at_100 = 0, None
-    for i, pod in enumerate(arrivals):
-        arrived += pod.total_gpu_milli
-        if at_100 is None and arrived > state.total_gpu_milli:
-            at_100 = 100.0 * (1.0 - state.allocated_gpu_milli / state.total_gpu_milli)
-        w0, c0 = time.perf_counter(), time.thread_time()
-        where = chooser.choose(state, pod, policy_rng)
-        wall[i], cpu[i] = time.perf_counter() - w0, time.thread_time() - c0
-        if where is not None:
-            state.place(pod, where)
-    if isinstance(chooser, ArkgpuPolicy) and isinstance(chooser.solver, BackgroundSolver):
-        chooser.solver.close()
+    worker: BackgroundSolver[Learned] = BackgroundSolver()
+    try:
+        chooser = _chooser(policy, PolicyContext(state, pods), relearn, worker)
+        for i, pod in enumerate(arrivals):
+            arrived += pod.total_gpu_milli
+            if at_100 is None and arrived > state.total_gpu_milli:
+                at_100 = 100.0 * (1.0 - state.allocated_gpu_milli / state.total_gpu_milli)
+            w0, c0 = time.perf_counter(), time.thread_time()
+            where = chooser.choose(state, pod, policy_rng)
+            wall[i], cpu[i] = time.perf_counter() - w0, time.thread_time() - c0
+            if where is not None:
+                state.place(pod, where)
+    finally:
+        worker.close()
     return {
         "policy": policy,
         "relearn": "background" if relearn.background else f"lag {relearn.lag}",
