@@ -58,6 +58,8 @@ def main() -> None:
         reader = csv.DictReader(f)
         fields = list(reader.fieldnames or [])
         rows = list(reader)
+    if "gpu_spec" not in fields:
+        fields.append("gpu_spec")  # the multigpu traces have no such column
     if args.seed is None:
         files = {"gpuspec33": with_specs(rows, 7, 1 / 3), "cpuheavy": cpu_heavy(rows)}
     else:
