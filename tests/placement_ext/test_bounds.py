@@ -99,3 +99,19 @@ def test_lp_bound_says_which_pods_it_leaves_out() -> None:
     assert bound.unallocated_pct == pytest.approx(9.5)
     assert bound.left_out == pytest.approx({600: 1.0, 810: 1.0})
     assert lp_bound(TWO_GPUS, [share(250)] * 8).left_out == {}
+
+
+def test_lp_bound_leaves_out_pods_no_empty_node_can_host() -> None:
+    """A 4-GPU pod on 2-GPU nodes, or one asking more CPU than any node has, is placed by
+    no scheduler: the bound leaves it out (and says so) instead of counting it packed."""
+    nodes = [Node("a", 32000, 65536, 2, "T4"), Node("b", 32000, 65536, 2, "P100")]
+    too_wide = Pod("w4", 8000, 1024, 4, 1000)
+    too_hungry = Pod("cpu", 64000, 1024, 1, 1000)
+    wrong_model = Pod("v", 1000, 1024, 2, 1000, frozenset({"V100M32"}))
+    fits = Pod("ok", 1000, 1024, 2, 1000)
+    bound = lp_bound(nodes, [too_wide, too_hungry, wrong_model, fits])
+    assert bound.unhostable == 3
+    assert bound.unallocated_pct == pytest.approx(50.0)
+    assert bound.left_out == {1000: 7.0}
+    assert lp_bound(nodes, [too_wide, fits]).unallocated_pct == pytest.approx(50.0)
+    assert lp_bound(nodes, [fits, fits]).unhostable == 0

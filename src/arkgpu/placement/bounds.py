@@ -22,6 +22,13 @@ is a lower bound on the unallocated GPU % of *any* scheduler, online or not.
 With ``by_model`` the bound keeps GPU models exact: pods with a ``gpu_spec``
 may only use GPUs of those models, so the LP gets one GPU budget per model and
 patterns are priced per model (items admitted there). This only tightens it.
+
+A pod that no node could host even when empty (more GPUs, CPU or memory than
+any node has, or, with ``by_model``, only GPU models no node with enough of
+them has) is placed by no scheduler, so it is left out of the LP before it is
+solved: exact, and it only tightens the bound (on a ``gpu_spec`` variant of
+the default trace, 8-GPU pods that may only use T4 or P100, whose nodes have
+2 or 4 GPUs).
 """
 
 from __future__ import annotations
@@ -60,7 +67,10 @@ class LpBound:
     patterns: int
     left_out: dict[int, float] = field(default_factory=dict)
     """Pods the LP optimum leaves unplaced, by GPU milli per GPU (1000: whole-GPU
-    pods, counted in GPUs); fractional, and one of possibly many optima."""
+    pods, counted in GPUs); fractional, and one of possibly many optima. The
+    unhostable pods are included."""
+    unhostable: int = 0
+    """GPU pods no node could host even when empty, left out before solving."""
 
     @property
     def unallocated_pct(self) -> float:
@@ -256,18 +266,51 @@ def _left_out(master: PatternMaster, x: FloatArray) -> dict[int, float]:
     return {size: count for size, count in sorted(out.items()) if count > 1e-6}
 
 
+def hostable(nodes: Sequence[Node], pod: Pod, by_model: bool = True) -> bool:
+    """Some node, empty, has the pod's GPUs, CPU and memory (and, ``by_model``, its model)."""
+    return any(
+        n.num_gpu >= max(pod.num_gpu, 1)
+        and n.cpu_milli >= pod.cpu_milli
+        and n.memory_mib >= pod.memory_mib
+        and (not by_model or not pod.gpu_spec or n.gpu_model in pod.gpu_spec)
+        for n in nodes
+    )
+
+
+def _split_hostable(
+    nodes: Sequence[Node], pods: Sequence[Pod], by_model: bool
+) -> tuple[list[Pod], list[Pod]]:
+    """GPU pods some empty node could host, and the others (checked once per request)."""
+    verdict: dict[tuple[object, ...], bool] = {}
+    kept: list[Pod] = []
+    unhostable: list[Pod] = []
+    for pod in pods:
+        if pod.num_gpu == 0:
+            continue
+        key = (*pod.shape, pod.memory_mib)
+        if key not in verdict:
+            verdict[key] = hostable(nodes, pod, by_model)
+        (kept if verdict[key] else unhostable).append(pod)
+    return kept, unhostable
+
+
 def lp_bound(nodes: Sequence[Node], pods: Sequence[Pod], by_model: bool = True) -> LpBound:
     """Lower bound on unallocated GPU % when exactly ``pods`` have arrived on ``nodes``."""
-    master = _master(nodes, pods, by_model)
+    kept, unhostable = _split_hostable(nodes, pods, by_model)
+    master = _master(nodes, kept, by_model)
     capacity = sum(n.num_gpu for n in nodes) * MILLI_PER_GPU
     solution = generate_columns(master)
+    left_out = Counter(_left_out(master, solution.x))
+    for p in unhostable:
+        left_out[p.gpu_milli] += p.num_gpu if p.gpu_milli == MILLI_PER_GPU else 1
     return LpBound(
         packed_milli=solution.optimum,
         capacity_milli=capacity,
         demand_milli=sum(p.total_gpu_milli for p in pods),
         rounds=solution.rounds,
         patterns=len(master.columns),
-        left_out=_left_out(master, solution.x),
+        left_out=dict(sorted(left_out.items())),
+        unhostable=len(unhostable),
     )
 
 
