@@ -5,7 +5,7 @@ pods seen so far; nothing is moved. Every option (a node, and for a GPU share
 also the GPU) gets a score in FGD's points (0..100, higher is better)::
 
     score = frag_score - pattern_loss / PATTERN - stranding_increase / STRANDING
-            - hosting_loss / SCARCITY
+            - hosting_loss / SCARCITY - spec_loss / SPEC
 
 and the best option wins; ties go to the lowest node index, then GPU slot.
 
@@ -37,6 +37,10 @@ and the best option wins; ties go to the lowest node index, then GPU slot.
    placement takes away, each scaled by how few hosts it has. It keeps the few
    nodes that alone fit a shape (the 128-core G3 nodes for 8-GPU 120-core pods,
    the nodes of a GPU model that some pods name in ``gpu_spec``) for that shape.
+5. ``spec_loss`` (:mod:`arkgpu.placement.spec_demand`): where the pods with a
+   ``gpu_spec`` still to come need more of their models than is left (a
+   transportation LP over spec classes and models), the milli-GPU of that
+   demand a placement on such a model displaces; zero when no pod names a model.
 
 Shapes and prices are re-learned every :attr:`ArkgpuConfig.relearn_every`
 GPU-pod arrivals; per-node tables are refreshed only for nodes that changed,
@@ -68,6 +72,7 @@ from arkgpu.placement.fragmentation import (
 )
 from arkgpu.placement.relearning import LaggedSolver, Solver
 from arkgpu.placement.scarcity import Scarcity
+from arkgpu.placement.spec_demand import SpecDemand
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +104,10 @@ class ArkgpuConfig:
     """Milli-GPU of lost hosting of scarce shapes (:mod:`arkgpu.placement.scarcity`)
     that cost one point: the same unit and weight as stranding, since both are
     GPU capacity made unusable for some pods."""
+    spec_milli_per_point: float = 20.0
+    """Milli-GPU of displaced ``gpu_spec`` demand (:mod:`arkgpu.placement.spec_demand`)
+    that cost one point: the same unit and weight as stranding and scarcity,
+    since it too is GPU capacity lost to the pods that needed it."""
     popularity: float = POPULARITY_THRESHOLD
     """Share of pods the learned typical shapes cover (FGD's 95%): the tail of
     rare shapes costs time and barely moves the measure."""
@@ -126,6 +135,7 @@ class ArkgpuPolicy:
         self._next_learn = 1
         self.tracker = FragTracker(state, TypicalPods.from_counts({}))
         self.scarcity = Scarcity.none(len(state.nodes))
+        self.spec_demand = SpecDemand.none()
 
     def prime(self, state: ClusterState, pods: Sequence[Pod]) -> None:
         """Learn from ``pods`` before any arrival (the offline packer knows them all)."""
@@ -142,6 +152,7 @@ class ArkgpuPolicy:
             learned.typical, learned.access, learned.tables, learned.seen_cpu, learned.seen_gpu
         )
         self.scarcity = learned.scarcity
+        self.spec_demand = learned.spec_demand
         if learned.prices is not None:
             self.values.install(learned.prices)
 
@@ -181,6 +192,11 @@ class ArkgpuPolicy:
         lost = self.scarcity.loss(nodes, (before, cpu_before), (after, cpu_after))
         return lost / self.config.scarcity_milli_per_point
 
+    def _spec(self, state: ClusterState, nodes: IntArray, pod: Pod) -> FloatArray:
+        """Points lost by options that take GPUs constrained pods will need."""
+        lost = self.spec_demand.loss(pod, state.model_index[nodes])
+        return lost / self.config.spec_milli_per_point
+
     def choose(self, state: ClusterState, pod: Pod, rng: np.random.Generator) -> Assignment | None:
         """Best score (module docstring); lowest index on ties."""
         self._observe(state, pod)
@@ -197,6 +213,7 @@ class ArkgpuPolicy:
             -frag_score(before, before + cost)
             + self._strand(state, nodes, pod, base.total, after.total)
             + self._scarce(nodes, base, state.cpu_left[nodes], after, cpu_after)
+            + self._spec(state, nodes, pod)
         )
         node = int(nodes[pick_best(-cost)])
         return Assignment(node, best_fit_gpus(state, node, pod))
@@ -213,7 +230,8 @@ class ArkgpuPolicy:
         scarce = self._scarce(
             nodes[rows], _rows(base, rows), state.cpu_left[nodes[rows]], after, cpu_after[rows]
         )
-        total = cost + loss / self.config.pattern_milli_per_point + strand + scarce
+        spec = self._spec(state, nodes[rows], pod)
+        total = cost + loss / self.config.pattern_milli_per_point + strand + scarce + spec
         best = pick_best(-total)
         return Assignment(int(nodes[rows[best]]), (int(slots[best]),))
 

@@ -3,8 +3,9 @@
 :class:`ShapeLearner` counts pod shapes as they arrive. :func:`relearn_task`
 takes a snapshot between two decisions (the counts, and the GPU and CPU left
 per node) and returns a task that builds everything the scores use from it:
-typical shapes, per-node fragmentation tables, scarcity weights and, after
-the warm-up, share prices. The task reads only the snapshot and the cluster's
+typical shapes, per-node fragmentation tables, scarcity weights, the demand
+of ``gpu_spec`` classes against the GPU models left and, after the warm-up,
+share prices. The task reads only the snapshot and the cluster's
 fixed description (GPU models, capacities), so it may run on another thread
 (:mod:`arkgpu.placement.relearning`); the tracker catches up with the nodes
 that changed since the snapshot on its next refresh.
@@ -23,6 +24,7 @@ from arkgpu.model.resources import Pod
 from arkgpu.placement.arkgpu_values import PriceTables, ShareValues
 from arkgpu.placement.fragmentation import FragTables, Shape, TypicalPods
 from arkgpu.placement.scarcity import Scarcity, scarcity
+from arkgpu.placement.spec_demand import SpecDemand, spec_demand
 
 
 @dataclass(slots=True)
@@ -69,6 +71,7 @@ class Learned:
     seen_gpu: IntArray
     """The snapshot the tables describe."""
     scarcity: Scarcity
+    spec_demand: SpecDemand
     prices: PriceTables | None
     """None during the warm-up, or when there is no share to price."""
 
@@ -94,7 +97,21 @@ def relearn_task(
             seen_cpu=cpu_left,
             seen_gpu=gpu_left,
             scarcity=scarcity(state, typical, access),
+            spec_demand=_spec_demand(state, shapes, gpu_left),
             prices=values.solve(shapes) if with_prices else None,
         )
 
     return run
+
+
+def _spec_demand(state: ClusterState, shapes: Counter[Shape], gpu_left: IntArray) -> SpecDemand:
+    arrived: Counter[frozenset[str]] = Counter()
+    for (_, milli, num, spec), count in shapes.items():
+        if num > 0:
+            arrived[spec] += count * num * milli
+    per_node = gpu_left.sum(axis=1).astype(np.float64)
+    supply = np.asarray(
+        np.bincount(state.model_index, weights=per_node, minlength=len(state.model_names)),
+        dtype=np.float64,
+    )
+    return spec_demand(state.model_names, supply, arrived)
