@@ -2,6 +2,7 @@
 
     python scripts/openb_variants.py ../shared/data/openb/openb_pod_list_default.csv OUT_DIR
     python scripts/openb_variants.py SOURCE OUT_DIR --seed 11 --spec-share 0.2 --name gpuspec20-s11
+    python scripts/openb_variants.py SOURCE OUT_DIR --cpu-copies 2 --name cpux2
 
 * ``pods_gpuspec33.csv``: the default trace with a ``gpu_spec`` drawn from
   SPECS on a third of the GPU pods (``random.Random(7)``).
@@ -9,6 +10,8 @@
 * With ``--seed``/``--spec-share``/``--name``: only ``pods_NAME.csv``, a
   ``gpu_spec`` draw of that share and seed (fresh draws for the policy's
   later changes; docs/BENCHMARKS.md says which draw judged which change).
+* With ``--cpu-copies N`` (and ``--name``): only ``pods_NAME.csv``, every
+  CPU-only pod N times.
 
 See docs/BENCHMARKS.md, "Robustness on traces it was never run on", for what
 each file was used for.
@@ -36,12 +39,11 @@ def with_specs(rows: list[dict[str, str]], seed: int, share: float) -> list[dict
     return spec_rows
 
 
-def cpu_heavy(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    """Every CPU-only pod three times."""
+def cpu_heavy(rows: list[dict[str, str]], copies: int = 3) -> list[dict[str, str]]:
+    """Every CPU-only pod ``copies`` times."""
     heavy_rows = []
     for row in rows:
-        copies = 3 if int(row["num_gpu"]) == 0 else 1
-        for k in range(copies):
+        for k in range(copies if int(row["num_gpu"]) == 0 else 1):
             heavy_rows.append({**row, "name": row["name"] if k == 0 else f"{row['name']}-x{k}"})
     return heavy_rows
 
@@ -52,6 +54,7 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--seed", type=int, default=None, help="draw of a gpu_spec variant")
     parser.add_argument("--spec-share", type=float, default=1 / 3)
+    parser.add_argument("--cpu-copies", type=int, default=None, help="CPU-only pods N times")
     parser.add_argument("--name", default=None, help="the variant is written as pods_NAME.csv")
     args = parser.parse_args()
     with args.source.open(newline="") as f:
@@ -60,7 +63,9 @@ def main() -> None:
         rows = list(reader)
     if "gpu_spec" not in fields:
         fields.append("gpu_spec")  # the multigpu traces have no such column
-    if args.seed is None:
+    if args.cpu_copies is not None:
+        files = {args.name or f"cpux{args.cpu_copies}": cpu_heavy(rows, args.cpu_copies)}
+    elif args.seed is None:
         files = {"gpuspec33": with_specs(rows, 7, 1 / 3), "cpuheavy": cpu_heavy(rows)}
     else:
         name = args.name or f"gpuspec-s{args.seed}"
