@@ -78,6 +78,7 @@ def test_cli_tools_print_the_documented_json_keys(
     assert main(["placement", "bound", *common, "--seed", "3", "--json"]) == 0
     bound = json.loads(capsys.readouterr().out)
     assert bound["lp_bound_unallocated_pct"] <= bound["clairvoyant_unallocated_pct"] + 1e-9
+    assert bound["lp_unhostable_pods"] == 0
     defrag = [*common, "--policy", "bestfit", "--seed", "5", "--max-moves", "4", "--json"]
     assert main(["placement", "defrag", *defrag, "--planner", "greedy"]) == 0
     plan = json.loads(capsys.readouterr().out)

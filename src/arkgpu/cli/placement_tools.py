@@ -108,6 +108,7 @@ def bound_document(trace: TraceRef, nodes_path: Path, seed: int, inflate: float)
         "lp_bound_unallocated_pct": bound.unallocated_pct,
         "lp_rounds": bound.rounds,
         "lp_patterns": bound.patterns,
+        "lp_unhostable_pods": bound.unhostable,
         "clairvoyant_unallocated_pct": packed.unallocated_pct,
         "clairvoyant_method": packed.method,
     }
