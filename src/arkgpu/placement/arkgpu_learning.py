@@ -24,7 +24,7 @@ from arkgpu.model.resources import Pod
 from arkgpu.placement.arkgpu_values import PriceTables, ShareValues
 from arkgpu.placement.fragmentation import FragTables, Shape, TypicalPods
 from arkgpu.placement.scarcity import Scarcity, scarcity
-from arkgpu.placement.spec_demand import SpecDemand, spec_demand
+from arkgpu.placement.spec_demand import Arrived, SpecDemand, spec_demand
 
 
 @dataclass(slots=True)
@@ -105,13 +105,16 @@ def relearn_task(
 
 
 def _spec_demand(state: ClusterState, shapes: Counter[Shape], gpu_left: IntArray) -> SpecDemand:
-    arrived: Counter[frozenset[str]] = Counter()
-    for (_, milli, num, spec), count in shapes.items():
+    milli: Counter[frozenset[str]] = Counter()
+    pods: Counter[frozenset[str]] = Counter()
+    for (_, gpu_milli, num, spec), count in shapes.items():
         if num > 0:
-            arrived[spec] += count * num * milli
+            milli[spec] += count * num * gpu_milli
+            pods[spec] += count
     per_node = gpu_left.sum(axis=1).astype(np.float64)
     supply = np.asarray(
         np.bincount(state.model_index, weights=per_node, minlength=len(state.model_names)),
         dtype=np.float64,
     )
+    arrived = {spec: Arrived(float(milli[spec]), pods[spec]) for spec in milli}
     return spec_demand(state.model_names, supply, arrived)

@@ -32,12 +32,19 @@ its reduced cost times ``g``: ``u_m * g`` for an unconstrained pod, and
 ``max(0, u_m + v_k - 1) * g`` for a constrained one (a ``T4|P100`` pod on a
 P100 that P100-only pods need, while T4 has room, loses all of it).
 
-The demand is a point estimate, so the cost jumps from 0 to 1 as the
-estimate crosses the supply; a model near balance can read as unsaturated for
-a while (gpuspec33, seed 42: the P100 between arrivals 620 and 910).
-Averaging the reduced costs over demands of half and twice the estimate was
-tried against that and did no better (4 seeds: 8.78% unallocated against
-8.52%), so the measure stays one LP.
+The cost jumps from 0 to 1 as the demand crosses the supply, and the demand
+is an estimate from the pods seen: early on from a handful of a class, later
+from a few dozen. On a low draw a saturated model reads as free, and pods
+that fit anywhere pour into it (gs40-spec33-s13 variant, seed 42: 32 GPU
+pods in, two of them V100-only, put V100 at 5.3% of the demand against 6.4%
+of the GPUs, and unconstrained pods took 49 V100M16 GPUs before the next
+re-learning; gpuspec33, seed 42: the P100 read as free between arrivals 620
+and 910). So a class seen ``n_k`` times is taken at one standard error above
+its estimate, ``D_k (1 + 1 / sqrt(n_k))`` (a count's relative standard error
+is about ``1 / sqrt(n)``): a model is left to unconstrained pods only while
+the evidence says the constrained pods fit. Averaging the reduced costs over
+demands of half and twice the estimate was tried first and did no better
+(4 seeds of gpuspec33: 8.78% unallocated against 8.52%).
 
 It is a soft cost in the policy's score, not a filter: an unconstrained pod
 still takes a saturated model's GPU when nothing else fits. Where no pod has a
@@ -46,6 +53,7 @@ still takes a saturated model's GPU when nothing else fits. Where no pod has a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -55,6 +63,9 @@ from scipy.optimize import linprog
 from arkgpu.model.cluster import BoolArray, FloatArray, IntArray
 from arkgpu.model.resources import Pod
 
+#: Standard errors above the estimate at which a class's demand is taken
+#: (module docstring): one, the usual width of "within the evidence".
+UPPER_ERRORS = 1.0
 #: Duals below this (per milli) count as zero: HiGHS returns them to about
 #: 1e-9 and a loss of 1e-9 milli must not break the score's ties.
 DUAL_TOLERANCE = 1e-7
@@ -82,22 +93,36 @@ class SpecDemand:
         return np.asarray(self.reduced[row, models] * pod.total_gpu_milli, dtype=np.float64)
 
 
+@dataclass(frozen=True, slots=True)
+class Arrived:
+    """What one ``gpu_spec`` class has brought so far."""
+
+    milli: float
+    """GPU milli asked for."""
+    pods: int
+
+
 def spec_demand(
-    model_names: Sequence[str], supply: FloatArray, arrived: Mapping[frozenset[str], float]
+    model_names: Sequence[str], supply: FloatArray, arrived: Mapping[frozenset[str], Arrived]
 ) -> SpecDemand:
-    """The measure for GPU milli left per model ``supply`` and arrived GPU milli by spec.
+    """The measure for GPU milli left per model ``supply`` and the arrivals by spec.
 
     A spec naming none of ``model_names`` has no GPU to use and is left out.
     """
-    total = sum(arrived.values())
+    total = sum(a.milli for a in arrived.values())
     left = float(supply.sum())
     admits = {
         spec: np.array([m in spec for m in model_names]) & (supply > 0) for spec in arrived if spec
     }
-    specs = [spec for spec, ok in admits.items() if ok.any()]
+    specs = [spec for spec, ok in admits.items() if ok.any() and arrived[spec].pods > 0]
     if total <= 0 or left <= 0 or not specs:
         return SpecDemand.none()
-    demand = np.array([arrived[s] / total * left for s in specs])
+    demand = np.array(
+        [
+            arrived[s].milli / total * left * (1.0 + UPPER_ERRORS / math.sqrt(arrived[s].pods))
+            for s in specs
+        ]
+    )
     reduced = _reduced([admits[s] for s in specs], demand, supply)
     rows = {frozenset[str](): 0} | {s: i + 1 for i, s in enumerate(specs)}
     return SpecDemand(rows, reduced)
