@@ -192,9 +192,11 @@ class ArkgpuPolicy:
         lost = self.scarcity.loss(nodes, (before, cpu_before), (after, cpu_after))
         return lost / self.config.scarcity_milli_per_point
 
-    def _spec(self, state: ClusterState, nodes: IntArray, pod: Pod) -> FloatArray:
-        """Points lost by options that take GPUs constrained pods will need."""
-        lost = self.spec_demand.loss(pod, state.model_index[nodes])
+    def _spec(
+        self, state: ClusterState, nodes: IntArray, pod: Pod, left: IntArray | None = None
+    ) -> FloatArray:
+        """Points lost by options that take GPU milli constrained pods will need."""
+        lost = self.spec_demand.loss(pod, state.model_index[nodes], left)
         return lost / self.config.spec_milli_per_point
 
     def choose(self, state: ClusterState, pod: Pod, rng: np.random.Generator) -> Assignment | None:
@@ -230,7 +232,7 @@ class ArkgpuPolicy:
         scarce = self._scarce(
             nodes[rows], _rows(base, rows), state.cpu_left[nodes[rows]], after, cpu_after[rows]
         )
-        spec = self._spec(state, nodes[rows], pod)
+        spec = self._spec(state, nodes[rows], pod, left)
         total = cost + loss / self.config.pattern_milli_per_point + strand + scarce + spec
         best = pick_best(-total)
         return Assignment(int(nodes[rows[best]]), (int(slots[best]),))

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from arkgpu.model.cluster import BoolArray, ClusterState, FloatArray, IntArray
-from arkgpu.model.resources import Pod
+from arkgpu.model.resources import MILLI_PER_GPU, Pod
 from arkgpu.placement.arkgpu_values import PriceTables, ShareValues
 from arkgpu.placement.fragmentation import FragTables, Shape, TypicalPods
 from arkgpu.placement.scarcity import Scarcity, scarcity
-from arkgpu.placement.spec_demand import Arrived, SpecDemand, spec_demand
+from arkgpu.placement.spec_demand import Arrived, ClassKey, SpecDemand, spec_demand
 
 
 @dataclass(slots=True)
@@ -105,16 +105,22 @@ def relearn_task(
 
 
 def _spec_demand(state: ClusterState, shapes: Counter[Shape], gpu_left: IntArray) -> SpecDemand:
-    milli: Counter[frozenset[str]] = Counter()
-    pods: Counter[frozenset[str]] = Counter()
+    milli: Counter[ClassKey] = Counter()
+    pods: Counter[ClassKey] = Counter()
     for (_, gpu_milli, num, spec), count in shapes.items():
         if num > 0:
-            milli[spec] += count * num * gpu_milli
-            pods[spec] += count
-    per_node = gpu_left.sum(axis=1).astype(np.float64)
-    supply = np.asarray(
-        np.bincount(state.model_index, weights=per_node, minlength=len(state.model_names)),
-        dtype=np.float64,
-    )
-    arrived = {spec: Arrived(float(milli[spec]), pods[spec]) for spec in milli}
+            key = (spec, gpu_milli < MILLI_PER_GPU)
+            milli[key] += count * num * gpu_milli
+            pods[key] += count
+    free = np.where(gpu_left >= MILLI_PER_GPU, gpu_left, 0).sum(axis=1)
+    partial = np.where(gpu_left < MILLI_PER_GPU, gpu_left, 0).sum(axis=1)
+    supply = np.vstack(
+        [
+            np.bincount(
+                state.model_index, weights=w.astype(np.float64), minlength=len(state.model_names)
+            )
+            for w in (free, partial)
+        ]
+    ).astype(np.float64)
+    arrived = {key: Arrived(float(milli[key]), pods[key]) for key in milli}
     return spec_demand(state.model_names, supply, arrived)

@@ -13,24 +13,31 @@ V100 and 94 P100 GPUs held by unconstrained pods at 100% arrived, while pods
 that may only use those models failed and 404 GPUs of other models were
 free).
 
-The measure is a transportation LP over the constrained classes ``k`` (one
-per ``gpu_spec``) and the GPU models ``m``::
+The measure is a transportation LP over the constrained classes and the GPU
+models. Whole-GPU pods need wholly free GPUs, shares can also use the milli
+left on GPUs already in use, so each class ``k`` (one per ``gpu_spec``) has a
+whole and a share row, and each model ``m`` a free and a partial supply::
 
-    maximise   sum_{k,m} f_km                 over models m that spec k admits
-    subject to sum_m f_km <= D_k              (dual v_k)
-               sum_k f_km <= S_m              (dual u_m)
+    maximise   sum f                          over admitted (row, supply) pairs
+    subject to sum_s f_rs <= D_r              (dual v_r; row r = class and kind)
+               sum_r f_rs <= S_s              (dual u_s; s = model and free/partial)
 
-``S_m`` is the GPU milli left on model ``m``; ``D_k`` is class ``k``'s share
-of the GPU milli that has arrived so far times all GPU milli left (the pods
-still to come are expected in the mix seen so far, until the cluster is full,
-which is where the FGD protocol measures). Unconstrained pods are left out:
-they can go anywhere, so the LP asks what the constrained pods alone need.
-``u_m`` in [0, 1] is then the constrained demand one more milli of model ``m``
-would serve: 1 where the constrained demand saturates the model, 0 where it
-leaves room. Placing ``g`` milli of a pod of class ``k`` on model ``m`` loses
-its reduced cost times ``g``: ``u_m * g`` for an unconstrained pod, and
-``max(0, u_m + v_k - 1) * g`` for a constrained one (a ``T4|P100`` pod on a
-P100 that P100-only pods need, while T4 has room, loses all of it).
+where whole rows may only use free supply. ``S`` is the GPU milli left on
+wholly free GPUs of ``m`` and on its partly used ones; ``D_r`` is the row's
+share of the GPU milli that has arrived so far times all GPU milli left (the
+pods still to come are expected in the mix seen so far, until the cluster is
+full, which is where the FGD protocol measures). Unconstrained pods are left
+out: they can go anywhere, so the LP asks what the constrained pods alone
+need. ``u_s`` in [0, 1] is the constrained demand one more milli of that
+supply would serve. A placement loses its reduced cost: for ``g`` milli on
+model ``m``, ``(u_free + v_r - 1) g`` for a whole-GPU pod,
+``(u_partial + v_r - 1) g`` for a share on a GPU in use, and
+``1000 u_free - (1000 - g) u_partial + (v_r - 1) g`` for a share that starts
+a free GPU (it takes the GPU from the free supply and leaves the rest as
+partial), never below 0; ``v = 1`` for unconstrained pods. So a share that
+fits anywhere may fill the gap on a model whose constrained demand is
+whole-GPU pods, but not start one of its free GPUs; a ``T4|P100`` pod on a
+P100 that P100-only pods need, while T4 has room, loses all of it.
 
 The cost jumps from 0 to 1 as the demand crosses the supply, and the demand
 is an estimate from the pods seen: early on from a handful of a class, later
@@ -44,7 +51,11 @@ its estimate, ``D_k (1 + 1 / sqrt(n_k))`` (a count's relative standard error
 is about ``1 / sqrt(n)``): a model is left to unconstrained pods only while
 the evidence says the constrained pods fit. Averaging the reduced costs over
 demands of half and twice the estimate was tried first and did no better
-(4 seeds of gpuspec33: 8.78% unallocated against 8.52%).
+(4 seeds of gpuspec33: 8.78% unallocated against 8.52%). A first version
+without the free/partial split charged a share that fills a gap as much as
+one that starts a GPU, and spread shares over more GPUs than needed
+(gs60-spec25-s59, 4 seeds: packing excess 0.32 point with the term, 0.25
+without).
 
 It is a soft cost in the policy's score, not a filter: an unconstrained pod
 still takes a saturated model's GPU when nothing else fits. Where no pod has a
@@ -61,7 +72,7 @@ import numpy as np
 from scipy.optimize import linprog
 
 from arkgpu.model.cluster import BoolArray, FloatArray, IntArray
-from arkgpu.model.resources import Pod
+from arkgpu.model.resources import MILLI_PER_GPU, Pod
 
 #: Standard errors above the estimate at which a class's demand is taken
 #: (module docstring): one, the usual width of "within the evidence".
@@ -71,88 +82,118 @@ UPPER_ERRORS = 1.0
 DUAL_TOLERANCE = 1e-7
 
 
+FREE, PARTIAL = 0, 1
+"""Supply rows of :attr:`SpecDemand.u`: milli on wholly free GPUs, and on GPUs in use."""
+WHOLE, SHARE = 0, 1
+"""Columns of :attr:`SpecDemand.v`: a class's whole-GPU and GPU-share pods."""
+
+
 @dataclass(frozen=True, slots=True)
 class SpecDemand:
-    """Per ``gpu_spec`` class and GPU model: milli of constrained demand lost per milli placed."""
+    """Duals of the transportation LP (module docstring), to price placements with."""
 
     rows: Mapping[frozenset[str], int]
-    """Row of each class in :attr:`reduced`; the empty spec (unconstrained) included."""
-    reduced: FloatArray
-    """[row, model]: reduced cost in [0, 1] (module docstring)."""
+    """Row of each class in :attr:`v`; 0 is the unconstrained spec (and unseen ones)."""
+    u: FloatArray
+    """[FREE or PARTIAL, model]: constrained demand one more milli there would serve."""
+    v: FloatArray
+    """[row, WHOLE or SHARE]: demand rows' duals; 1 where the row is not in the LP."""
 
     @classmethod
     def none(cls) -> SpecDemand:
         """No constrained demand: every loss is zero."""
-        return cls({}, np.zeros((0, 0)))
+        return cls({}, np.zeros((2, 0)), np.ones((1, 2)))
 
-    def loss(self, pod: Pod, models: IntArray) -> FloatArray:
-        """Per option (nodes of GPU model ``models``): milli-GPU of constrained demand lost."""
-        row = self.rows.get(pod.gpu_spec)
-        if row is None or pod.num_gpu == 0:
+    def loss(self, pod: Pod, models: IntArray, left: IntArray | None = None) -> FloatArray:
+        """Per option on GPU models ``models`` (a share's GPU with ``left`` milli left):
+        milli-GPU of constrained demand lost."""
+        if self.u.shape[1] == 0 or pod.num_gpu == 0:
             return np.zeros(len(models))
-        return np.asarray(self.reduced[row, models] * pod.total_gpu_milli, dtype=np.float64)
+        row = self.rows.get(pod.gpu_spec, 0)
+        free, partial = self.u[FREE, models], self.u[PARTIAL, models]
+        if not pod.is_gpu_share:
+            lost = (free + self.v[row, WHOLE] - 1.0) * pod.total_gpu_milli
+        else:
+            g = pod.gpu_milli
+            own = (self.v[row, SHARE] - 1.0) * g
+            fresh = MILLI_PER_GPU * free - (MILLI_PER_GPU - g) * partial + own
+            starts = np.zeros(len(models), np.bool_) if left is None else left >= MILLI_PER_GPU
+            lost = np.where(starts, fresh, partial * g + own)
+        return np.asarray(np.maximum(lost, 0.0), dtype=np.float64)
 
 
 @dataclass(frozen=True, slots=True)
 class Arrived:
-    """What one ``gpu_spec`` class has brought so far."""
+    """What one ``gpu_spec`` class has brought so far, of one kind (whole or share)."""
 
     milli: float
     """GPU milli asked for."""
     pods: int
 
 
+ClassKey = tuple[frozenset[str], bool]
+"""A demand row: (``gpu_spec``, is a GPU share)."""
+
+
 def spec_demand(
-    model_names: Sequence[str], supply: FloatArray, arrived: Mapping[frozenset[str], Arrived]
+    model_names: Sequence[str], supply: FloatArray, arrived: Mapping[ClassKey, Arrived]
 ) -> SpecDemand:
-    """The measure for GPU milli left per model ``supply`` and the arrivals by spec.
+    """The measure for GPU milli left ``supply`` ([FREE or PARTIAL, model]) and the
+    arrivals by spec and kind.
 
     A spec naming none of ``model_names`` has no GPU to use and is left out.
     """
     total = sum(a.milli for a in arrived.values())
     left = float(supply.sum())
-    admits = {
-        spec: np.array([m in spec for m in model_names]) & (supply > 0) for spec in arrived if spec
-    }
-    specs = [spec for spec, ok in admits.items() if ok.any() and arrived[spec].pods > 0]
-    if total <= 0 or left <= 0 or not specs:
+    named = {spec: np.array([m in spec for m in model_names]) for spec, _ in arrived if spec}
+    keys = [
+        key
+        for key, a in arrived.items()
+        if key[0] and a.pods > 0 and (_admits(named[key[0]], key[1]) & (supply > 0)).any()
+    ]
+    if total <= 0 or left <= 0 or not keys:
         return SpecDemand.none()
     demand = np.array(
         [
-            arrived[s].milli / total * left * (1.0 + UPPER_ERRORS / math.sqrt(arrived[s].pods))
-            for s in specs
+            arrived[k].milli / total * left * (1.0 + UPPER_ERRORS / math.sqrt(arrived[k].pods))
+            for k in keys
         ]
     )
-    reduced = _reduced([admits[s] for s in specs], demand, supply)
+    admits = [_admits(named[spec], share) & (supply > 0) for spec, share in keys]
+    u, v_rows = _duals(admits, demand, supply)
+    specs = list(dict.fromkeys(spec for spec, _ in keys))
     rows = {frozenset[str](): 0} | {s: i + 1 for i, s in enumerate(specs)}
-    return SpecDemand(rows, reduced)
+    v = np.ones((len(rows), 2))
+    for (spec, share), dual in zip(keys, v_rows, strict=True):
+        v[rows[spec], SHARE if share else WHOLE] = dual
+    u[u < DUAL_TOLERANCE] = 0.0
+    v[v > 1.0 - DUAL_TOLERANCE] = 1.0
+    return SpecDemand(rows, u, v)
 
 
-def _reduced(admits: Sequence[BoolArray], demand: FloatArray, supply: FloatArray) -> FloatArray:
-    """[unconstrained, then each class; model]: reduced costs at one demand."""
-    u, v = _duals(admits, demand, np.asarray(supply, dtype=np.float64))
-    reduced = np.vstack([u, np.maximum(u[None, :] + v[:, None] - 1.0, 0.0)])
-    reduced[reduced < DUAL_TOLERANCE] = 0.0
-    return reduced
+def _admits(named: BoolArray, share: bool) -> BoolArray:
+    """[FREE or PARTIAL, model]: supply a row may use (whole-GPU pods: free GPUs only)."""
+    return np.vstack([named, named & share])
 
 
 def _duals(
     admits: Sequence[BoolArray], demand: FloatArray, supply: FloatArray
 ) -> tuple[FloatArray, FloatArray]:
-    """``(u, v)``: duals of the supply and demand rows of the transportation LP."""
-    pairs = [(k, m) for k, ok in enumerate(admits) for m in np.flatnonzero(ok)]
-    a = np.zeros((len(admits) + len(supply), len(pairs)))
-    for j, (k, m) in enumerate(pairs):
-        a[k, j] = 1.0
-        a[len(admits) + m, j] = 1.0
+    """``(u, v)``: duals of the supply ([FREE or PARTIAL, model]) and demand rows."""
+    flat = [np.flatnonzero(ok.ravel()) for ok in admits]
+    pairs = [(r, s) for r, cells in enumerate(flat) for s in cells]
+    a = np.zeros((len(admits) + supply.size, len(pairs)))
+    for j, (r, s) in enumerate(pairs):
+        a[r, j] = 1.0
+        a[len(admits) + s, j] = 1.0
     result = linprog(
         -np.ones(len(pairs)),
         A_ub=a,
-        b_ub=np.concatenate([demand, supply]),
+        b_ub=np.concatenate([demand, supply.ravel()]),
         bounds=(0, None),
         method="highs",
     )
     if result.status != 0:
         raise RuntimeError(f"spec demand LP failed: {result.message}")
     marginals = -np.asarray(result.ineqlin.marginals, dtype=np.float64)
-    return marginals[len(admits) :], marginals[: len(admits)]
+    return marginals[len(admits) :].reshape(supply.shape), marginals[: len(admits)]
