@@ -46,6 +46,8 @@ def test_a_model_its_constrained_demand_saturates_costs_unconstrained_pods_all()
     assert found.loss(Pod("a", 1000, 1, 1, 1000), ALL).tolist() == [0.0, 1000.0, 0.0]
     half = Pod("h", 1000, 1, 1, 500)
     assert found.loss(half, ALL, np.array([1000, 1000, 1000])).tolist() == [0.0, 1000.0, 0.0]
+    with pytest.raises(ValueError, match="milli left"):
+        found.loss(half, ALL)
     assert found.loss(Pod("p", 1000, 1, 1, 1000, P100), np.array([1])).tolist() == [0.0]
 
 

@@ -53,9 +53,9 @@ the evidence says the constrained pods fit. Averaging the reduced costs over
 demands of half and twice the estimate was tried first and did no better
 (4 seeds of gpuspec33: 8.78% unallocated against 8.52%). A first version
 without the free/partial split charged a share that fills a gap as much as
-one that starts a GPU, and spread shares over more GPUs than needed
-(gs60-spec25-s59, 4 seeds: packing excess 0.32 point with the term, 0.25
-without).
+one that starts a GPU; the split changed little (lower on 9 of 12 variant
+files, within the seed spread, docs/BENCHMARKS.md) but prices what whole-GPU
+pods can use.
 
 It is a soft cost in the policy's score, not a filter: an unconstrained pod
 still takes a saturated model's GPU when nothing else fits. Where no pod has a
@@ -105,8 +105,10 @@ class SpecDemand:
         return cls({}, np.zeros((2, 0)), np.ones((1, 2)))
 
     def loss(self, pod: Pod, models: IntArray, left: IntArray | None = None) -> FloatArray:
-        """Per option on GPU models ``models`` (a share's GPU with ``left`` milli left):
-        milli-GPU of constrained demand lost."""
+        """Per option on GPU models ``models``: milli-GPU of constrained demand lost.
+
+        ``left``, the milli left on each option's GPU, is needed for a GPU share.
+        """
         if self.u.shape[1] == 0 or pod.num_gpu == 0:
             return np.zeros(len(models))
         row = self.rows.get(pod.gpu_spec, 0)
@@ -117,8 +119,9 @@ class SpecDemand:
             g = pod.gpu_milli
             own = (self.v[row, SHARE] - 1.0) * g
             fresh = MILLI_PER_GPU * free - (MILLI_PER_GPU - g) * partial + own
-            starts = np.zeros(len(models), np.bool_) if left is None else left >= MILLI_PER_GPU
-            lost = np.where(starts, fresh, partial * g + own)
+            if left is None:
+                raise ValueError("a GPU share's loss needs the milli left on each option's GPU")
+            lost = np.where(left >= MILLI_PER_GPU, fresh, partial * g + own)
         return np.asarray(np.maximum(lost, 0.0), dtype=np.float64)
 
 
@@ -145,12 +148,12 @@ def spec_demand(
     """
     total = sum(a.milli for a in arrived.values())
     left = float(supply.sum())
-    named = {spec: np.array([m in spec for m in model_names]) for spec, _ in arrived if spec}
-    keys = [
-        key
-        for key, a in arrived.items()
-        if key[0] and a.pods > 0 and (_admits(named[key[0]], key[1]) & (supply > 0)).any()
-    ]
+    admits = {
+        (spec, share): _admits(np.array([m in spec for m in model_names]), share) & (supply > 0)
+        for spec, share in arrived
+        if spec
+    }
+    keys = [key for key, ok in admits.items() if ok.any() and arrived[key].pods > 0]
     if total <= 0 or left <= 0 or not keys:
         return SpecDemand.none()
     demand = np.array(
@@ -159,8 +162,7 @@ def spec_demand(
             for k in keys
         ]
     )
-    admits = [_admits(named[spec], share) & (supply > 0) for spec, share in keys]
-    u, v_rows = _duals(admits, demand, supply)
+    u, v_rows = _duals([admits[k] for k in keys], demand, supply)
     specs = list(dict.fromkeys(spec for spec, _ in keys))
     rows = {frozenset[str](): 0} | {s: i + 1 for i, s in enumerate(specs)}
     v = np.ones((len(rows), 2))
