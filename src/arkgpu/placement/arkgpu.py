@@ -196,6 +196,8 @@ class ArkgpuPolicy:
         self, state: ClusterState, nodes: IntArray, pod: Pod, left: IntArray | None = None
     ) -> FloatArray:
         """Points lost by options that take GPU milli constrained pods will need."""
+        if self.spec_demand.empty:
+            return np.zeros(len(nodes))
         lost = self.spec_demand.loss(pod, state.model_index[nodes], left)
         return lost / self.config.spec_milli_per_point
 

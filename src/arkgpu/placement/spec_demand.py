@@ -104,12 +104,17 @@ class SpecDemand:
         """No constrained demand: every loss is zero."""
         return cls({}, np.zeros((2, 0)), np.ones((1, 2)))
 
+    @property
+    def empty(self) -> bool:
+        """No constrained demand was learned: every loss is zero."""
+        return bool(self.u.shape[1] == 0)
+
     def loss(self, pod: Pod, models: IntArray, left: IntArray | None = None) -> FloatArray:
         """Per option on GPU models ``models``: milli-GPU of constrained demand lost.
 
         ``left``, the milli left on each option's GPU, is needed for a GPU share.
         """
-        if self.u.shape[1] == 0 or pod.num_gpu == 0:
+        if self.empty or pod.num_gpu == 0:
             return np.zeros(len(models))
         row = self.rows.get(pod.gpu_spec, 0)
         free, partial = self.u[FREE, models], self.u[PARTIAL, models]
