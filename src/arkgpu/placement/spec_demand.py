@@ -66,7 +66,7 @@ finds room elsewhere. Where the constrained demand is mostly GPU shares and
 the whole cluster fills up (gpushare60/80 with specs), that room does not
 exist at the end: the term then only moves failures from constrained to
 unconstrained pods and packs the shares in smaller pools, 0.1-0.3 point worse
-than without it. Nine variants that tried to tell the two cases apart (all
+than without it. Ten variants that tried to tell the two cases apart (all
 classes in the LP in cutting-stock price units, whole-GPU rows only, smaller
 share losses, ...) each gave back more on the files where the term gains
 (docs/BENCHMARKS.md, "Follow-up on that regression").
