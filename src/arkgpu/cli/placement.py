@@ -23,6 +23,7 @@ from arkgpu.bench.placement import (
 from arkgpu.bench.plots import plot_allocation
 from arkgpu.cli.placement_anatomy import register_anatomy
 from arkgpu.cli.placement_tools import register_tools
+from arkgpu.cli.placement_variants import register_variants
 from arkgpu.placement import POLICIES
 from arkgpu.sim.placing import ExperimentConfig, run_placement
 from arkgpu.traces.catalog import (
@@ -72,6 +73,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     bench.set_defaults(handler=cmd_bench)
     register_tools(sub)
     register_anatomy(sub)
+    register_variants(sub)
 
 
 def _resolve(args: argparse.Namespace) -> tuple[TraceRef, Path]:

@@ -36,6 +36,11 @@ def default_node_list() -> Path:
     return package_data("openb", "openb_node_list_gpu_node.csv")
 
 
+def all_node_list() -> Path:
+    """The embedded openb node list with CPU-only nodes (1,523 nodes, 6,212 GPUs)."""
+    return package_data("openb", "openb_node_list_all_node.csv")
+
+
 @dataclass(frozen=True, slots=True)
 class TraceRef:
     """A resolved pod trace: its label (as FGD names workloads) and its file."""
