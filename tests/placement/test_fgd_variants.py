@@ -37,15 +37,24 @@ def test_gpuspec_variant_is_the_default_with_specs(
         assert not row["gpu_spec"] or int(row["num_gpu"]) > 0
 
 
-def test_cpu250_keeps_the_default_gpu_pods_in_order(default: list[dict[str, str]]) -> None:
-    """9,420 pods: the 7,064 GPU pods of the default, in order, and 2,356 CPU-only pods."""
-    rows = rebuild("cpu250", default)
+@pytest.mark.parametrize(
+    ("name", "pods", "cpu_only"),
+    [("cpu100", 7853, 789), ("cpu250", 9420, 2356), ("cpu300", 10094, 3030)],
+)
+def test_cpu_variant_is_the_default_gpu_pods_and_default_cpu_pods(
+    default: list[dict[str, str]], name: str, pods: int, cpu_only: int
+) -> None:
+    """The 7,064 GPU pods of the default in order; CPU-only pods drawn from the default's."""
+    rows = rebuild(name, default)
     gpu = [r for r in rows if r["num_gpu"] != "0"]
     base_gpu = [r for r in default if r["num_gpu"] != "0"]
-    assert len(rows) == 9420
-    assert len(rows) - len(gpu) == 2356
+    assert len(rows) == pods
+    assert len(rows) - len(gpu) == cpu_only
     keys = ("cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "creation_time")
     assert [[r[k] for k in keys] for r in gpu] == [[r[k] for k in keys] for r in base_gpu]
+    cpu_keys = ("cpu_milli", "memory_mib", "creation_time", "deletion_time")
+    base_cpu = {tuple(r[k] for k in cpu_keys) for r in default if r["num_gpu"] == "0"}
+    assert all(tuple(r[k] for k in cpu_keys) in base_cpu for r in rows if r["num_gpu"] == "0")
     assert [r["name"] for r in rows[:2]] == ["openb-pod-0000", "openb-pod-0001"]
 
 
@@ -55,9 +64,11 @@ def test_cli_writes_every_variant_and_the_all_node_list(
     """``placement variants --out`` writes loadable pod lists and the 1,523-node list."""
     assert main(["placement", "variants", "--out", str(tmp_path)]) == 0
     assert str(tmp_path / "openb_pod_list_gpuspec33.csv") in capsys.readouterr().out
-    for name in variant_names():
-        pods = load_pods(tmp_path / f"openb_pod_list_{name}.csv")
-        assert len(pods) >= 8152
+    gpu_pods = {
+        name: sum(p.num_gpu > 0 for p in load_pods(tmp_path / f"openb_pod_list_{name}.csv"))
+        for name in variant_names()
+    }
+    assert set(gpu_pods.values()) == {7064}
     spec33 = load_pods(tmp_path / "openb_pod_list_gpuspec33.csv")
     assert sum(1 for p in spec33 if p.gpu_spec) == 2388
     nodes = load_nodes(tmp_path / "openb_node_list_all_node.csv")
