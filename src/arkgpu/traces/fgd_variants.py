@@ -24,12 +24,11 @@ in FGD's files. Columns that were not carried over (``qos``, ``pod_phase``,
 from __future__ import annotations
 
 import csv
-import gzip
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from arkgpu.traces.catalog import package_data
-from arkgpu.traces.openb import TraceFormatError
+from arkgpu.traces.openb import TraceFormatError, csv_rows
 
 SPEC_COLUMNS = ("name", "num_gpu", "gpu_milli", "gpu_spec")
 CPU_COLUMNS = ("row", "cpu_milli", "memory_mib", "creation_time", "deletion_time")
@@ -62,23 +61,10 @@ def variant_names(directory: Path | None = None) -> list[str]:
     )
 
 
-def _read(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, Row]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        for column in columns:
-            if column not in (reader.fieldnames or []):
-                raise TraceFormatError(path, 1, column, "missing column in header")
-        for row in reader:
-            if None in row or any(row.get(c) is None for c in columns):
-                raise TraceFormatError(path, reader.line_num, "*", "wrong number of fields")
-            yield reader.line_num, row
-
-
 def read_default(path: Path | None = None) -> list[Row]:
     """The default pod list as rows of text, every column kept."""
     source = path or package_data("openb", "openb_pod_list_default.csv")
-    return [row for _, row in _read(source, POD_FIELDS)]
+    return [row for _, row in csv_rows(source, POD_FIELDS)]
 
 
 def with_specs(default: Sequence[Row], delta: Path) -> list[Row]:
@@ -86,7 +72,7 @@ def with_specs(default: Sequence[Row], delta: Path) -> list[Row]:
     by_name = {row["name"]: i for i, row in enumerate(default)}
     rows = [dict(row, gpu_spec="") for row in default]
     seen: set[str] = set()
-    for line, change in _read(delta, SPEC_COLUMNS):
+    for line, change in csv_rows(delta, SPEC_COLUMNS):
         name = change["name"]
         if name not in by_name:
             raise TraceFormatError(delta, line, "name", f"no pod {name!r} in the default trace")
@@ -119,7 +105,7 @@ def _cpu_row(change: Row) -> Row:
 
 def with_cpu_pods(default: Sequence[Row], delta: Path) -> list[Row]:
     """The default GPU pods, in order, around the CPU-only pods of a ``cpu`` difference file."""
-    changes = list(_read(delta, CPU_COLUMNS))
+    changes = list(csv_rows(delta, CPU_COLUMNS))
     gpu_rows = [row for row in default if row["num_gpu"].strip() not in ("", "0")]
     total = len(changes) + len(gpu_rows)
     placed: dict[int, Row] = {}

@@ -11,6 +11,7 @@ dropped silently.
 from __future__ import annotations
 
 import csv
+import gzip
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -30,9 +31,13 @@ class TraceFormatError(ValueError):
         self.path, self.line, self.field = path, line, field
 
 
-def _rows(path: Path, required: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
-    """Yield (line number, row) after checking the header has every required column."""
-    with path.open(newline="", encoding="utf-8") as f:
+def csv_rows(path: Path, required: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
+    """Yield (line number, row) after checking the header has every required column.
+
+    A ``.gz`` file is read through gzip.
+    """
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
         header = reader.fieldnames or []
         for column in required:
@@ -78,7 +83,7 @@ def load_nodes(path: str | Path) -> list[Node]:
     """Read a node list; raise :class:`TraceFormatError` on a bad row."""
     path = Path(path)
     nodes = []
-    for line, row in _rows(path, NODE_COLUMNS):
+    for line, row in csv_rows(path, NODE_COLUMNS):
         gpus = _int(path, line, row, "gpu")
         model = row["model"].strip()
         if gpus and not _models(path, line, "model", model):
@@ -124,7 +129,7 @@ def _pod(path: Path, line: int, row: dict[str, str]) -> Pod:
 def load_pods(path: str | Path) -> list[Pod]:
     """Read a pod list; raise :class:`TraceFormatError` on a bad row."""
     path = Path(path)
-    pods = [_pod(path, line, row) for line, row in _rows(path, POD_COLUMNS)]
+    pods = [_pod(path, line, row) for line, row in csv_rows(path, POD_COLUMNS)]
     if not pods:
         raise TraceFormatError(path, 2, "*", "no pods in file")
     return pods
