@@ -14,6 +14,10 @@ from arkgpu.model.resources import Node, Pod
 from arkgpu.placement import POLICIES, PolicyContext
 from arkgpu.placement.arkgpu import ArkgpuConfig, ArkgpuPolicy, ShapeLearner
 from arkgpu.placement.arkgpu_values import _remainder_values
+from arkgpu.placement.base import feasible_nodes
+from arkgpu.traces.catalog import all_node_list
+from arkgpu.traces.fgd_variants import read_default, rebuild
+from arkgpu.traces.openb import load_nodes
 
 NODES = [
     Node("g2", 64000, 1 << 18, 8, "G2"),
@@ -170,3 +174,41 @@ def test_prices_pool_gpu_specs_of_one_size_but_tables_follow_specs() -> None:
     p100, t4_row = (policy.values.models.index(m) for m in ("P100", "T4"))
     assert policy.values.table[t4_row, 300] == pytest.approx(price[(300, t4)])
     assert policy.values.table[p100, 300] == 0.0  # no 300 may run on a P100
+
+
+def test_fgd_gpuspec33_pods_land_only_on_models_they_name() -> None:
+    """FGD's own gpu_spec strings (multi-model, repeated models, A10) on the 1,523 openb nodes.
+
+    A pod is refused only when no node could take it.
+    """
+    default = read_default()
+    rows = rebuild("gpuspec33", default)
+    pods = [
+        Pod(
+            r["name"],
+            int(r["cpu_milli"]),
+            int(r["memory_mib"]),
+            int(r["num_gpu"]),
+            int(r["gpu_milli"]),
+            frozenset(r["gpu_spec"].split("|")) - {""},
+        )
+        for r in rows
+    ]
+    state = ClusterState.from_nodes(load_nodes(all_node_list()))
+    policy = ArkgpuPolicy(state)
+    rng = np.random.default_rng(1)
+    placed = Counter[bool | None]()
+    for i in rng.permutation(len(pods))[:2500]:
+        p = pods[i]
+        where = policy.choose(state, p, rng)
+        if where is None:  # G3-only pods run out of G3 GPUs early in this file
+            assert not feasible_nodes(state, p).any(), p
+            placed[None] += 1
+            continue
+        if p.gpu_spec:
+            assert state.model_names[state.model_index[where.node]] in p.gpu_spec
+        state.place(p, where)
+        placed[bool(p.gpu_spec)] += 1
+    assert placed[True] > 500
+    assert placed[None] < placed[False] / 10
+    assert (state.gpu_left >= 0).all()
