@@ -21,7 +21,13 @@ def default() -> list[dict[str, str]]:
 
 @pytest.mark.parametrize(
     ("name", "specs"),
-    [("gpuspec10", 732), ("gpuspec20", 1444), ("gpuspec25", 1759), ("gpuspec33", 2388)],
+    [
+        ("gpuspec05", 369),
+        ("gpuspec10", 732),
+        ("gpuspec20", 1444),
+        ("gpuspec25", 1759),
+        ("gpuspec33", 2388),
+    ],
 )
 def test_gpuspec_variant_is_the_default_with_specs(
     default: list[dict[str, str]], name: str, specs: int
@@ -39,7 +45,15 @@ def test_gpuspec_variant_is_the_default_with_specs(
 
 @pytest.mark.parametrize(
     ("name", "pods", "cpu_only"),
-    [("cpu100", 7853, 789), ("cpu250", 9420, 2356), ("cpu300", 10094, 3030)],
+    [
+        ("cpu050", 7439, 375),
+        ("cpu072", 7608, 544),
+        ("cpu100", 7853, 789),
+        ("cpu200", 8832, 1768),
+        ("cpu235", 9240, 2176),
+        ("cpu250", 9420, 2356),
+        ("cpu300", 10094, 3030),
+    ],
 )
 def test_cpu_variant_is_the_default_gpu_pods_and_default_cpu_pods(
     default: list[dict[str, str]], name: str, pods: int, cpu_only: int
