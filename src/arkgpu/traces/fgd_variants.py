@@ -7,8 +7,9 @@ not designed on:
 
 * ``openb_pod_list_gpuspecNN.csv``: the default pods, row for row, with a
   ``gpu_spec`` (the GPU models a pod may use) on about NN% of the GPU pods;
-* ``openb_pod_list_cpuNNN.csv``: the default GPU pods in their order, with a
-  different, larger set of CPU-only pods.
+* ``openb_pod_list_cpuNNN.csv``: the default GPU pods in their order, with
+  another set of CPU-only pods drawn from the default's (375 to 3,030 of
+  them against the default's 1,088).
 
 The package ships only the difference (``data/openb/fgd_variants``, see its
 SOURCE.md): for a ``gpuspec`` file, ``name,num_gpu,gpu_milli,gpu_spec`` of
