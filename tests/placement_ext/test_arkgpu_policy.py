@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,8 +17,8 @@ from arkgpu.placement.arkgpu import ArkgpuConfig, ArkgpuPolicy, ShapeLearner
 from arkgpu.placement.arkgpu_values import _remainder_values
 from arkgpu.placement.base import feasible_nodes
 from arkgpu.traces.catalog import all_node_list
-from arkgpu.traces.fgd_variants import read_default, rebuild
-from arkgpu.traces.openb import load_nodes
+from arkgpu.traces.fgd_variants import read_default, rebuild, write_rows
+from arkgpu.traces.openb import load_nodes, load_pods
 
 NODES = [
     Node("g2", 64000, 1 << 18, 8, "G2"),
@@ -176,24 +177,14 @@ def test_prices_pool_gpu_specs_of_one_size_but_tables_follow_specs() -> None:
     assert policy.values.table[p100, 300] == 0.0  # no 300 may run on a P100
 
 
-def test_fgd_gpuspec33_pods_land_only_on_models_they_name() -> None:
+def test_fgd_gpuspec33_pods_land_only_on_models_they_name(tmp_path: Path) -> None:
     """FGD's own gpu_spec strings (multi-model, repeated models, A10) on the 1,523 openb nodes.
 
     A pod is refused only when no node could take it.
     """
-    default = read_default()
-    rows = rebuild("gpuspec33", default)
-    pods = [
-        Pod(
-            r["name"],
-            int(r["cpu_milli"]),
-            int(r["memory_mib"]),
-            int(r["num_gpu"]),
-            int(r["gpu_milli"]),
-            frozenset(r["gpu_spec"].split("|")) - {""},
-        )
-        for r in rows
-    ]
+    path = tmp_path / "openb_pod_list_gpuspec33.csv"
+    write_rows(rebuild("gpuspec33", read_default()), path)
+    pods = load_pods(path)
     state = ClusterState.from_nodes(load_nodes(all_node_list()))
     policy = ArkgpuPolicy(state)
     rng = np.random.default_rng(1)
