@@ -14,7 +14,13 @@ from placement_helpers import make_state
 
 from arkgpu.model.resources import Pod
 from arkgpu.placement import POLICIES, PolicyContext
-from arkgpu.sim.placing import ExperimentConfig, inflate_and_shuffle, run_placement
+from arkgpu.sim.placing import (
+    ExperimentConfig,
+    nodes_for,
+    run_placement,
+    set_up,
+    shuffle_and_tune,
+)
 from arkgpu.traces.openb import load_nodes, load_pods
 
 GOLDEN = Path(__file__).parent / "golden_small_trace.json"
@@ -24,12 +30,23 @@ def test_inflation_reaches_target_without_passing_it(small_trace: tuple[Path, Pa
     """GPU requests end within one pod of 130% of capacity, and include every original pod."""
     pods = load_pods(small_trace[1])
     capacity = 23 * 1000
-    out = inflate_and_shuffle(pods, capacity, 1.3, np.random.default_rng(1))
+    out = shuffle_and_tune(pods, capacity, 1.3, np.random.default_rng(1))
     total = sum(p.total_gpu_milli for p in out)
     assert total <= 1.3 * capacity
     assert total > 1.3 * capacity - max(p.total_gpu_milli for p in pods)
     assert {p.name for p in pods} <= {p.name for p in out}
     assert len(out) > len(pods)
+
+
+def test_the_shuffled_trace_arrives_before_any_extra_pod(small_trace: tuple[Path, Path]) -> None:
+    """As in the FGD simulator: every trace pod once, in a shuffled order, then the draws."""
+    pods = load_pods(small_trace[1])
+    out = shuffle_and_tune(pods, 23_000, 1.3, np.random.default_rng(1))
+    head = [p.name for p in out[: len(pods)]]
+    assert sorted(head) == sorted(p.name for p in pods)
+    assert head != [p.name for p in pods]
+    other = shuffle_and_tune(pods, 23_000, 1.3, np.random.default_rng(2))
+    assert [p.name for p in other[: len(pods)]] != head
 
 
 def test_same_seed_same_result_other_seed_other_order(small_trace: tuple[Path, Path]) -> None:
@@ -131,7 +148,24 @@ def test_policies_never_overcommit_and_respect_gpu_spec(pods: list[Pod], policy:
 def test_tuning_down_removes_pods_when_trace_exceeds_target(small_trace: tuple[Path, Path]) -> None:
     """A trace above the target loses random pods until it fits under it."""
     pods = load_pods(small_trace[1]) * 4
-    out = inflate_and_shuffle(pods, 23_000, 1.3, np.random.default_rng(2))
+    out = shuffle_and_tune(pods, 23_000, 1.3, np.random.default_rng(2))
     total = sum(p.total_gpu_milli for p in out)
     assert 1.3 * 23_000 - 2000 < total <= 1.3 * 23_000
     assert len(out) < len(pods)
+    demand = sum(p.total_gpu_milli for p in pods)
+    shuffled = shuffle_and_tune(pods, demand, 1.3, np.random.default_rng(2))[: len(pods)]
+    kept = iter(shuffled)
+    assert all(any(p is q for q in kept) for p in out), "survivors keep the shuffled order"
+
+
+def test_node_order_is_drawn_per_seed(small_trace: tuple[Path, Path]) -> None:
+    """The FGD simulator's random node prefixes: one order per seed, the list's own if asked."""
+    nodes = load_nodes(small_trace[0])
+    names = [n.name for n in nodes]
+    first = [n.name for n in nodes_for(nodes, ExperimentConfig(seed=3))]
+    assert sorted(first) == sorted(names)
+    assert first == [n.name for n in nodes_for(nodes, ExperimentConfig(seed=3))]
+    assert first != [n.name for n in nodes_for(nodes, ExperimentConfig(seed=4))]
+    assert [n.name for n in nodes_for(nodes, ExperimentConfig(shuffle_nodes=False))] == names
+    setup = set_up(nodes, load_pods(small_trace[1]), ExperimentConfig(seed=3))
+    assert [n.name for n in setup.state.nodes] == first

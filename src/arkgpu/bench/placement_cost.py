@@ -8,13 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
-from arkgpu.model.cluster import ClusterState
 from arkgpu.placement import POLICIES, PolicyContext
 from arkgpu.placement.arkgpu import ArkgpuConfig, ArkgpuPolicy
 from arkgpu.placement.arkgpu_learning import Learned
 from arkgpu.placement.base import Policy
 from arkgpu.placement.relearning import BackgroundSolver
-from arkgpu.sim.placing import inflate_and_shuffle
+from arkgpu.sim.placing import ExperimentConfig, set_up
 from arkgpu.traces.openb import load_nodes, load_pods
 
 
@@ -58,11 +57,8 @@ def decision_costs(
     re-learning mode changes placements.
     """
     nodes, pods = load_nodes(nodes_path), load_pods(pods_path)
-    state = ClusterState.from_nodes(nodes)
-    workload_rng, policy_rng = (
-        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2)
-    )
-    arrivals = inflate_and_shuffle(pods, state.total_gpu_milli, inflate, workload_rng)
+    setup = set_up(nodes, pods, ExperimentConfig(inflate=inflate, seed=seed))
+    state, arrivals, policy_rng = setup.state, setup.arrivals, setup.policy_rng
     wall, cpu = np.empty(len(arrivals)), np.empty(len(arrivals))
     arrived, at_100 = 0, None
     worker: BackgroundSolver[Learned] = BackgroundSolver()

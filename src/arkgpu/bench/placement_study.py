@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 from arkgpu.model.resources import Pod
 from arkgpu.placement.bounds import lp_bound
 from arkgpu.placement.bounds_offline import clairvoyant
-from arkgpu.sim.placing import ExperimentConfig, inflate_and_shuffle, run_placement
+from arkgpu.sim.placing import ExperimentConfig, arrivals_for, nodes_for, run_placement
 from arkgpu.traces.catalog import TraceRef, published_unallocated
 from arkgpu.traces.openb import load_nodes, load_pods
 
@@ -81,8 +81,7 @@ class StudySpec:
 
 def arrived_until(pods: Sequence[Pod], capacity_milli: int, seed: int, inflate: float) -> list[Pod]:
     """The pods placed before the 100% checkpoint of :func:`run_placement` for ``seed``."""
-    workload_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[0])
-    arrivals = inflate_and_shuffle(pods, capacity_milli, inflate, workload_rng)
+    arrivals = arrivals_for(pods, capacity_milli, ExperimentConfig(inflate=inflate, seed=seed))
     cumulative = np.cumsum([p.total_gpu_milli for p in arrivals])
     return arrivals[: int(np.searchsorted(cumulative, capacity_milli, side="right"))]
 
@@ -99,7 +98,8 @@ def run_task(spec: StudySpec, task: Task) -> dict[str, Any]:
     if kind == "bound":
         bound = lp_bound(nodes, arrived)
         return {"pct": bound.unallocated_pct, "s": time.perf_counter() - started}
-    packed = clairvoyant(nodes, arrived)
+    ordered = nodes_for(nodes, ExperimentConfig(inflate=spec.inflate, seed=seed))
+    packed = clairvoyant(ordered, arrived)
     return {"pct": packed.unallocated_pct, "method": packed.method}
 
 

@@ -100,7 +100,9 @@ def pick_best(scores: npt.NDArray[np.generic]) -> int:
     """Index of the highest score; ties go to the lowest index.
 
     The FGD authors' simulator changed kube-scheduler's random tie-break to
-    "smallest node name" for reproducibility; node names follow node order.
+    "smallest node name" for reproducibility; node names follow node order,
+    which the experiment draws per seed as the simulator's random name
+    prefixes do (:mod:`arkgpu.sim.placing`).
     """
     return int(np.argmax(scores))
 

@@ -2,7 +2,8 @@
 
 Node score, as in the FGD simulator: ``int(100 * sigmoid((F_before - F_after) / 1000))``
 with ``F`` the node's fragmentation (:mod:`arkgpu.placement.fragmentation`)
-before and after the pod lands; ties between nodes are broken at random. A
+before and after the pod lands; ties between nodes go to the earliest in node
+order (:func:`~arkgpu.placement.base.pick_best`). A
 GPU-share pod tries every GPU with room and keeps the one of highest integer
 score (lowest index on ties); whole-GPU pods take the lowest-indexed free GPUs.
 

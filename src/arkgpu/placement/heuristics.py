@@ -2,7 +2,8 @@
 
 Each follows the node score of the FGD authors' public simulator
 (hkust-adsl/kubernetes-scheduler-simulator), including its integer arithmetic,
-since truncation decides ties and ties are broken at random. Inside the chosen
+since truncation decides ties, and ties go to the earliest node in node order
+(:func:`~arkgpu.placement.base.pick_best`). Inside the chosen
 node every one of them uses the simulator's default ``best`` GPU choice
 (:func:`~arkgpu.placement.base.best_fit_gpus`).
 """

@@ -1,17 +1,25 @@
 """The FGD placement experiment: pods arrive one by one and never leave.
 
-Protocol (Weng et al., USENIX ATC 2023, and the FGD authors' simulator):
+Protocol (Weng et al., USENIX ATC 2023, and the FGD authors' simulator,
+hkust-adsl/kubernetes-scheduler-simulator, whose ``Simulate`` this follows step
+by step):
 
-1. From the seed, draw extra pods uniformly with replacement from the trace
-   until the GPU requests would pass ``inflate`` (1.3) times the cluster's GPU
-   capacity; then shuffle original and extra pods together.
-2. Place each pod on arrival with the policy, or record it as failed.
-3. Measure at every whole percent of capacity arrived (0..130%): the share of
+1. From the seed, shuffle the trace's pods, then tune the GPU requests to
+   ``inflate`` (1.3) times the cluster's GPU capacity: below it, pods drawn
+   uniformly with replacement are appended *after* the shuffled trace until the
+   next would pass the target; above it, random pods are removed and the rest
+   keep their order.
+2. Shuffle the node order: the FGD simulator renames every node with a prefix
+   from a random permutation on each run, and its score ties go to the
+   smallest name, so ties follow a random node order fixed for the run.
+3. Place each pod on arrival with the policy, or record it as failed.
+4. Measure at every whole percent of capacity arrived (0..130%): the share of
    GPU capacity allocated (milli-GPU, and GPUs with anything on them), and
    FGD's fragmentation of the cluster (of capacity, and of idle GPU milli).
 
-The workload draw and the policy's tie-breaks use separate streams spawned from
-the seed, so every policy sees the same arrivals for the same seed.
+The workload, the node order and the policy's own draws use separate streams
+spawned from the seed, so every policy sees the same arrivals and nodes for the
+same seed.
 """
 
 from __future__ import annotations
@@ -38,6 +46,10 @@ class ExperimentConfig:
     """Seed of the workload draw and of the policy's tie-breaks (FGD used 42..51)."""
     max_checkpoint_pct: int = 130
     """Last arrived percentage measured; checkpoints are 0, 1, ..., this."""
+    shuffle_nodes: bool = True
+    """Draw the node order (and so the tie-break order) per seed, as the FGD
+    simulator does; False keeps the node list's order, the protocol of the
+    figures measured before 2026-12-03 (docs/PLACEMENT.md, "Protocol")."""
 
 
 @dataclass(slots=True)
@@ -69,19 +81,32 @@ class RunResult:
         return float(100.0 - self.allocation_pct[pct])
 
 
-def inflate_and_shuffle(
+def seed_streams(seed: int) -> tuple[np.random.Generator, ...]:
+    """The workload, policy and node-order streams of ``seed``.
+
+    Independent children of one ``SeedSequence``: a child depends only on its
+    index, so the workload and policy streams are those of the protocol before
+    the node-order stream was added.
+    """
+    return tuple(np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
+
+
+def shuffle_and_tune(
     pods: Sequence[Pod], capacity_milli: int, inflate: float, rng: np.random.Generator
 ) -> list[Pod]:
-    """FGD's workload tuning: GPU requests brought to ``inflate`` x capacity, then shuffled.
+    """FGD's workload: the trace shuffled, then its GPU requests tuned to ``inflate`` x capacity.
 
-    Below the target, pods drawn uniformly with replacement are appended until
-    the next would pass it; above it, pods drawn at random are removed until
-    the rest fits under it.
+    Below the target, pods drawn uniformly with replacement are appended after
+    the shuffled trace until the next would pass it; above it, pods drawn at
+    random are removed until the rest fits under it, the rest keeping their
+    order. On a trace below the target every pod arrives once before any extra
+    one (the default trace asks for 98% of capacity), which is what makes the
+    FGD simulator's seeds agree more closely than a mixed order would.
     """
     if not any(p.total_gpu_milli for p in pods):
         raise ValueError("the trace has no GPU pod: nothing to tune to a GPU target")
     target = inflate * capacity_milli
-    workload = list(pods)
+    workload = [pods[i] for i in rng.permutation(len(pods))]
     total = sum(p.total_gpu_milli for p in pods)
     while total > target:
         total -= workload.pop(int(rng.integers(len(workload)))).total_gpu_milli
@@ -91,8 +116,37 @@ def inflate_and_shuffle(
             break
         total += extra.total_gpu_milli
         workload.append(extra)
-    order = rng.permutation(len(workload))
-    return [workload[i] for i in order]
+    return workload
+
+
+def arrivals_for(pods: Sequence[Pod], capacity_milli: int, config: ExperimentConfig) -> list[Pod]:
+    """The arrival sequence of ``config.seed``: :func:`shuffle_and_tune` on its workload stream."""
+    return shuffle_and_tune(pods, capacity_milli, config.inflate, seed_streams(config.seed)[0])
+
+
+def nodes_for(nodes: Sequence[Node], config: ExperimentConfig) -> list[Node]:
+    """The node order of ``config.seed`` (ties go to the earlier node), or the list's own."""
+    if not config.shuffle_nodes:
+        return list(nodes)
+    return [nodes[i] for i in seed_streams(config.seed)[2].permutation(len(nodes))]
+
+
+@dataclass(frozen=True, slots=True)
+class RunSetup:
+    """What one seeded run starts from."""
+
+    state: ClusterState
+    """The empty cluster, nodes in the seed's order."""
+    arrivals: list[Pod]
+    policy_rng: np.random.Generator
+    """The stream for the policy's own draws (Random's)."""
+
+
+def set_up(nodes: Sequence[Node], pods: Sequence[Pod], config: ExperimentConfig) -> RunSetup:
+    """Cluster, arrivals and policy stream of one run of the protocol (module docstring)."""
+    state = ClusterState.from_nodes(nodes_for(nodes, config))
+    arrivals = arrivals_for(pods, state.total_gpu_milli, config)
+    return RunSetup(state, arrivals, seed_streams(config.seed)[1])
 
 
 @dataclass(slots=True)
@@ -125,11 +179,8 @@ def run_placement(
 ) -> RunResult:
     """Run one policy and seed; ``progress(done, total)`` is called now and then."""
     started, started_cpu = time.perf_counter(), time.process_time()
-    state = ClusterState.from_nodes(nodes)
-    workload_rng, policy_rng = (
-        np.random.default_rng(s) for s in np.random.SeedSequence(config.seed).spawn(2)
-    )
-    arrivals = inflate_and_shuffle(pods, state.total_gpu_milli, config.inflate, workload_rng)
+    setup = set_up(nodes, pods, config)
+    state, arrivals, policy_rng = setup.state, setup.arrivals, setup.policy_rng
     chooser = POLICIES.create(policy, PolicyContext(state, pods))
     curves = _Curves(TypicalPods.from_pods(pods))
     checkpoints = np.arange(config.max_checkpoint_pct + 1) * state.total_gpu_milli / 100.0

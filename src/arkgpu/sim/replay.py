@@ -30,7 +30,7 @@ from arkgpu.model.cluster import Assignment, ClusterState, FloatArray
 from arkgpu.model.resources import Node, Pod
 from arkgpu.placement import POLICIES, PolicyContext
 from arkgpu.placement.defrag import DefragProblem
-from arkgpu.sim.placing import inflate_and_shuffle
+from arkgpu.sim.placing import ExperimentConfig, set_up
 
 DEPART, ARRIVE = 0, 1
 
@@ -212,11 +212,8 @@ def place_until(
     nodes: Sequence[Node], pods: Sequence[Pod], policy: str, seed: int, inflate: float = 1.3
 ) -> DefragProblem:
     """FGD protocol up to 100% of capacity arrived: running pods and places, failed pods waiting."""
-    state = ClusterState.from_nodes(nodes)
-    workload_rng, policy_rng = (
-        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2)
-    )
-    arrivals = inflate_and_shuffle(pods, state.total_gpu_milli, inflate, workload_rng)
+    setup = set_up(nodes, pods, ExperimentConfig(inflate=inflate, seed=seed))
+    state, arrivals, policy_rng = setup.state, setup.arrivals, setup.policy_rng
     chooser = POLICIES.create(policy, PolicyContext(state, pods))
     running: list[tuple[Pod, Assignment]] = []
     waiting: list[Pod] = []
