@@ -36,6 +36,8 @@ class BenchSpec:
     inflate: float = 1.3
     jobs: int = 1
     """Worker processes; 1 gives the cleanest timings on a small machine."""
+    shuffle_nodes: bool = True
+    """Per-seed node order (:attr:`arkgpu.sim.placing.ExperimentConfig.shuffle_nodes`)."""
 
 
 @dataclass(slots=True)
@@ -80,7 +82,8 @@ class PolicyStats:
 def _one_run(spec: BenchSpec, policy: str, seed: int) -> tuple[RunResult, float]:
     """Worker: one run, and this process's peak RSS in MB."""
     nodes, pods = load_nodes(spec.nodes_path), load_pods(spec.pods_path)
-    result = run_placement(nodes, pods, policy, ExperimentConfig(inflate=spec.inflate, seed=seed))
+    config = ExperimentConfig(inflate=spec.inflate, seed=seed, shuffle_nodes=spec.shuffle_nodes)
+    result = run_placement(nodes, pods, policy, config)
     return result, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 

@@ -51,6 +51,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--nodes", type=Path, default=None, help="node CSV (default: openb GPU nodes)"
     )
     parser.add_argument("--inflate", type=float, default=1.3, help="arrivals as x capacity")
+    parser.add_argument(
+        "--list-node-order",
+        action="store_true",
+        help="break ties in the node list's order, not a per-seed one (protocol before 2026-12-03)",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -88,7 +93,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         load_nodes(nodes_path),
         load_pods(trace.path),
         args.policy,
-        ExperimentConfig(inflate=args.inflate, seed=args.seed),
+        ExperimentConfig(
+            inflate=args.inflate, seed=args.seed, shuffle_nodes=not args.list_node_order
+        ),
     )
     published = published_unallocated(trace.label).get(args.policy)
     doc = {
@@ -168,6 +175,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         parse_seeds(args.seeds),
         inflate=args.inflate,
         jobs=args.jobs,
+        shuffle_nodes=not args.list_node_order,
     )
     run_and_report(spec, args.json_out, args.plot, Console(width=120))
     return 0
