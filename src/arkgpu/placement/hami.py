@@ -6,8 +6,8 @@ its GPU use after placement, ``(used + request) / allocatable``, and a GPU by
 Binpack prefers the highest score, spread the lowest, at node and GPU level
 alike. In the openb trace one share stands for both compute and memory, so
 both terms are the GPU's milli in use. Node ties go to the earliest node in
-node order, GPU ties to the lowest index. Pods without GPU are left to the default kube-scheduler,
-modelled here by its least-allocated CPU score.
+node order, GPU ties to the lowest index. Pods without GPU are left to the
+default kube-scheduler, modelled here by its least-allocated CPU score.
 """
 
 from __future__ import annotations

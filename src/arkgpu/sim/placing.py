@@ -43,7 +43,7 @@ class ExperimentConfig:
     inflate: float = 1.3
     """GPU requests to arrive, as a multiple of cluster GPU capacity (FGD: 1.3)."""
     seed: int = 42
-    """Seed of the workload draw and of the policy's tie-breaks (FGD used 42..51)."""
+    """Seed of the workload draw, the node order and the policy's own draws (FGD used 42..51)."""
     max_checkpoint_pct: int = 130
     """Last arrived percentage measured; checkpoints are 0, 1, ..., this."""
     shuffle_nodes: bool = True
@@ -84,9 +84,8 @@ class RunResult:
 def seed_streams(seed: int) -> tuple[np.random.Generator, ...]:
     """The workload, policy and node-order streams of ``seed``.
 
-    Independent children of one ``SeedSequence``: a child depends only on its
-    index, so the workload and policy streams are those of the protocol before
-    the node-order stream was added.
+    Independent children of one ``SeedSequence``; a child depends only on its
+    index, so adding a stream leaves the others as they were.
     """
     return tuple(np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
 
@@ -100,8 +99,7 @@ def shuffle_and_tune(
     the shuffled trace until the next would pass it; above it, pods drawn at
     random are removed until the rest fits under it, the rest keeping their
     order. On a trace below the target every pod arrives once before any extra
-    one (the default trace asks for 98% of capacity), which is what makes the
-    FGD simulator's seeds agree more closely than a mixed order would.
+    one (the default trace asks for 98% of capacity).
     """
     if not any(p.total_gpu_milli for p in pods):
         raise ValueError("the trace has no GPU pod: nothing to tune to a GPU target")
