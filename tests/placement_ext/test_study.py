@@ -6,9 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from arkgpu.bench.placement_study import StudySpec, arrived_until, run_study
+from arkgpu.bench.placement_study import (
+    StudySpec,
+    arrived_until,
+    bound_inputs,
+    run_study,
+    run_task,
+)
+from arkgpu.cli.placement_tools import bound_document
 from arkgpu.placement.bounds import lp_bound
-from arkgpu.sim.placing import ExperimentConfig, run_placement
+from arkgpu.sim.placing import ExperimentConfig, run_placement, set_up
 from arkgpu.traces.catalog import TraceRef
 from arkgpu.traces.openb import load_nodes, load_pods
 
@@ -54,3 +61,23 @@ def test_study_report_has_bound_gaps_and_target(small_trace: tuple[Path, Path]) 
     assert trace["target_at_100"] == pytest.approx((4.77 + lp) / 2)
     assert trace["target_reference"] == "FGD published mean"
     assert trace["arkgpu_meets_target"] == (p["mean_at_100"] <= trace["target_at_100"])
+
+
+def test_bound_command_and_study_see_the_same_clairvoyant_packing(
+    small_trace: tuple[Path, Path],
+) -> None:
+    """``placement bound`` and the study give a seed the run's node order and arrivals."""
+    nodes_path, pods_path = small_trace
+    nodes, pods = load_nodes(nodes_path), load_pods(pods_path)
+    trace = TraceRef("openb_pod_list_default", pods_path)
+    spec = StudySpec(nodes_path=nodes_path, traces=(trace,), policies=(), seeds=(6,))
+    for seed in (6, 7):
+        config = ExperimentConfig(seed=seed)
+        ordered, arrived = bound_inputs(nodes, pods, config)
+        run_nodes = set_up(nodes, pods, config).state.nodes
+        assert [n.name for n in ordered] == [n.name for n in run_nodes]
+        assert arrived == arrived_until(pods, sum(n.num_gpu for n in nodes) * 1000, seed, 1.3)
+        doc = bound_document(trace, nodes_path, seed, 1.3)
+        for kind, key in (("clairvoyant", "clairvoyant"), ("bound", "lp_bound")):
+            figure = run_task(spec, (kind, 0, "", seed))["pct"]
+            assert figure == pytest.approx(doc[f"{key}_unallocated_pct"])

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from arkgpu.model.resources import Pod
+from arkgpu.model.resources import Node, Pod
 from arkgpu.placement.bounds import lp_bound
 from arkgpu.placement.bounds_offline import clairvoyant
 from arkgpu.sim.placing import ExperimentConfig, arrivals_for, nodes_for, run_placement
@@ -86,19 +86,28 @@ def arrived_until(pods: Sequence[Pod], capacity_milli: int, seed: int, inflate: 
     return arrivals[: int(np.searchsorted(cumulative, capacity_milli, side="right"))]
 
 
+def bound_inputs(
+    nodes: Sequence[Node], pods: Sequence[Pod], config: ExperimentConfig
+) -> tuple[list[Node], list[Pod]]:
+    """What the LP bound and the clairvoyant packer of ``config.seed`` see: the nodes in the
+    run's order (the clairvoyant packer breaks ties by it too) and the pods arrived by 100%."""
+    capacity = sum(n.num_gpu for n in nodes) * 1000
+    return nodes_for(nodes, config), arrived_until(pods, capacity, config.seed, config.inflate)
+
+
 def run_task(spec: StudySpec, task: Task) -> dict[str, Any]:
     """Worker: one task's result as plain data."""
     kind, t, policy, seed = task
     nodes, pods = load_nodes(spec.nodes_path), load_pods(spec.traces[t].path)
     started = time.perf_counter()
+    config = ExperimentConfig(inflate=spec.inflate, seed=seed)
     if kind == "run":
-        r = run_placement(nodes, pods, policy, ExperimentConfig(inflate=spec.inflate, seed=seed))
+        r = run_placement(nodes, pods, policy, config)
         return {"at100": r.at(100), "at130": r.at(130), "decisions_ms": r.decision_s * 1e3}
-    arrived = arrived_until(pods, sum(n.num_gpu for n in nodes) * 1000, seed, spec.inflate)
+    ordered, arrived = bound_inputs(nodes, pods, config)
     if kind == "bound":
-        bound = lp_bound(nodes, arrived)
+        bound = lp_bound(ordered, arrived)
         return {"pct": bound.unallocated_pct, "s": time.perf_counter() - started}
-    ordered = nodes_for(nodes, ExperimentConfig(inflate=spec.inflate, seed=seed))
     packed = clairvoyant(ordered, arrived)
     return {"pct": packed.unallocated_pct, "method": packed.method}
 

@@ -16,7 +16,7 @@ from arkgpu.bench.placement_cost import RelearnMode, decision_costs
 from arkgpu.bench.placement_study import (
     OPENB_TRACES,
     StudySpec,
-    arrived_until,
+    bound_inputs,
     plot_replay,
     plot_study,
     run_study,
@@ -26,6 +26,7 @@ from arkgpu.placement.bounds import lp_bound
 from arkgpu.placement.bounds_offline import clairvoyant
 from arkgpu.placement.defrag import greedy_plan, plan_summary, validate, waiting_demand
 from arkgpu.placement.defrag_ga import ga_plan
+from arkgpu.sim.placing import ExperimentConfig
 from arkgpu.sim.replay import ReplayConfig, place_until, replay
 from arkgpu.traces.catalog import TraceRef, default_node_list, resolve_pod_trace
 from arkgpu.traces.openb import load_nodes, load_pods
@@ -98,9 +99,9 @@ def register_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 def bound_document(trace: TraceRef, nodes_path: Path, seed: int, inflate: float) -> dict[str, Any]:
     """The ``bound`` command's result."""
     nodes, pods = load_nodes(nodes_path), load_pods(trace.path)
-    arrived = arrived_until(pods, sum(n.num_gpu for n in nodes) * 1000, seed, inflate)
-    bound = lp_bound(nodes, arrived)
-    packed = clairvoyant(nodes, arrived)
+    ordered, arrived = bound_inputs(nodes, pods, ExperimentConfig(inflate=inflate, seed=seed))
+    bound = lp_bound(ordered, arrived)
+    packed = clairvoyant(ordered, arrived)
     return {
         "trace": trace.label,
         "seed": seed,
