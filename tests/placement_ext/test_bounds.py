@@ -11,7 +11,7 @@ from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import Node, Pod
 from arkgpu.placement import POLICIES, PolicyContext
 from arkgpu.placement.bounds import cutting_stock_prices, lp_bound
-from arkgpu.placement.bounds_offline import clairvoyant
+from arkgpu.placement.bounds_offline import clairvoyant, gpu_pods_first
 
 TWO_GPUS = [Node("n", 32000, 65536, 2, "T4")]
 
@@ -71,8 +71,8 @@ pods_strategy = st.lists(
 )
 
 
-def _online(policy: str, pods: list[Pod]) -> float:
-    state = ClusterState.from_nodes(NODES)
+def _online(policy: str, pods: list[Pod], nodes: list[Node] = NODES) -> float:
+    state = ClusterState.from_nodes(nodes)
     chooser = POLICIES.create(policy, PolicyContext(state, pods))
     rng = np.random.default_rng(0)
     for p in pods:
@@ -115,3 +115,19 @@ def test_lp_bound_leaves_out_pods_no_empty_node_can_host() -> None:
     assert bound.left_out == {1000: 7.0}
     assert lp_bound(nodes, [too_wide, fits]).unallocated_pct == pytest.approx(50.0)
     assert lp_bound(nodes, [fits, fits]).unhostable == 0
+
+
+def test_clairvoyant_lets_cpu_only_pods_wait_for_gpu_pods() -> None:
+    """A CPU-only pod that comes first would take the cores a whole-GPU pod needs; online
+    it is placed and the GPU stays idle, offline it waits and fails instead."""
+    node = [Node("n", 16000, 65536, 1, "T4")]
+    cpu_only = Pod("c", 12000, 1024, 0, 0)
+    gpu_pod = Pod("g", 8000, 1024, 1, 1000)
+    assert gpu_pods_first([cpu_only, gpu_pod, cpu_only]) == [gpu_pod, cpu_only, cpu_only]
+    assert _online("arkgpu", [cpu_only, gpu_pod], node) == pytest.approx(100.0)
+    packed = clairvoyant(node, [cpu_only, gpu_pod])
+    assert packed.unallocated_pct == pytest.approx(0.0)
+    assert (packed.placed, packed.failed) == (1, 1)
+    assert packed.by_method["arkgpu primed, GPU pods first"] == pytest.approx(0.0)
+    assert packed.by_method["arkgpu primed, given order"] == pytest.approx(100.0)
+    assert min(packed.by_method.values()) == packed.unallocated_pct

@@ -112,6 +112,7 @@ def bound_document(trace: TraceRef, nodes_path: Path, seed: int, inflate: float)
         "lp_unhostable_pods": bound.unhostable,
         "clairvoyant_unallocated_pct": packed.unallocated_pct,
         "clairvoyant_method": packed.method,
+        "clairvoyant_by_method": packed.by_method,
     }
 
 
