@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from placement_helpers import make_state
 
-from arkgpu.model.resources import Pod
+from arkgpu.model.resources import Node, Pod
 from arkgpu.placement import POLICIES, PolicyContext
 from arkgpu.sim.placing import (
     ExperimentConfig,
@@ -169,3 +169,23 @@ def test_node_order_is_drawn_per_seed(small_trace: tuple[Path, Path]) -> None:
     assert [n.name for n in nodes_for(nodes, ExperimentConfig(shuffle_nodes=False))] == names
     setup = set_up(nodes, load_pods(small_trace[1]), ExperimentConfig(seed=3))
     assert [n.name for n in setup.state.nodes] == first
+
+
+def test_cpu_only_failures_are_counted_at_each_checkpoint() -> None:
+    """A 64-core CPU-only pod fits no 16-core node: every one that has arrived by a checkpoint
+    is counted there, with its cores, and the counts never fall."""
+    nodes = [Node("n", 16000, 65536, 2, "T4"), Node("m", 16000, 65536, 2, "T4")]
+    pods = [Pod("g", 1000, 1024, 1, 500), Pod("c", 64000, 1024, 0, 0)]
+    config = ExperimentConfig(seed=3)
+    result = run_placement(nodes, pods, "arkgpu", config)
+    setup = set_up(nodes, pods, config)
+    arrived, expected = 0, 0
+    for pod in setup.arrivals:
+        arrived += pod.total_gpu_milli
+        if arrived > setup.state.total_gpu_milli:
+            break
+        expected += pod.num_gpu == 0
+    assert expected > 0
+    assert result.cpu_only_failed_at(100) == (expected, pytest.approx(64.0 * expected))
+    assert np.all(np.diff(result.cpu_only_failed) >= 0)
+    assert result.pods_failed >= result.cpu_only_failed[-1]

@@ -39,6 +39,7 @@ def test_run_prints_json_with_curves(
     assert doc["policy"] == "fgd"
     assert len(doc["allocation_pct"]) == 131
     assert 0.0 <= doc["unallocated_gpu_pct_at_100"] <= 100.0
+    assert 0 <= doc["cpu_only_pods_failed_at_100"] <= doc["pods_failed"]
 
 
 def test_bench_writes_json_and_plot(small_trace: tuple[Path, Path], tmp_path: Path) -> None:

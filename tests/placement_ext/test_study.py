@@ -61,6 +61,8 @@ def test_study_report_has_bound_gaps_and_target(small_trace: tuple[Path, Path]) 
     assert trace["target_at_100"] == pytest.approx((4.77 + lp) / 2)
     assert trace["target_reference"] == "FGD published mean"
     assert trace["arkgpu_meets_target"] == (p["mean_at_100"] <= trace["target_at_100"])
+    assert p["cpu_only_failed_at_100"] >= 0
+    assert p["cpu_only_cores_failed_at_100"] >= 0.0
 
 
 def test_bound_command_and_study_see_the_same_clairvoyant_packing(

@@ -103,7 +103,14 @@ def run_task(spec: StudySpec, task: Task) -> dict[str, Any]:
     config = ExperimentConfig(inflate=spec.inflate, seed=seed)
     if kind == "run":
         r = run_placement(nodes, pods, policy, config)
-        return {"at100": r.at(100), "at130": r.at(130), "decisions_ms": r.decision_s * 1e3}
+        cpu_failed, cpu_failed_cores = r.cpu_only_failed_at(100)
+        return {
+            "at100": r.at(100),
+            "at130": r.at(130),
+            "cpu_only_failed_at_100": cpu_failed,
+            "cpu_only_cores_failed_at_100": cpu_failed_cores,
+            "decisions_ms": r.decision_s * 1e3,
+        }
     ordered, arrived = bound_inputs(nodes, pods, config)
     if kind == "bound":
         bound = lp_bound(ordered, arrived)
@@ -121,6 +128,12 @@ def _policy_summary(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
         "sd_at_100": statistics.stdev(at100) if len(at100) > 1 else 0.0,
         "per_seed_at_100": at100,
         "mean_at_130": statistics.fmean(runs[s]["at130"] for s in seeds),
+        "cpu_only_failed_at_100": statistics.fmean(
+            runs[s]["cpu_only_failed_at_100"] for s in seeds
+        ),
+        "cpu_only_cores_failed_at_100": statistics.fmean(
+            runs[s]["cpu_only_cores_failed_at_100"] for s in seeds
+        ),
         "seeds": seeds,
         "decision_ms_median": float(np.median(decisions)),
         "decision_ms_p99": float(np.percentile(decisions, 99)),

@@ -98,6 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         ),
     )
     published = published_unallocated(trace.label).get(args.policy)
+    cpu_failed, cpu_failed_cores = result.cpu_only_failed_at(100)
     doc = {
         "trace": trace.label,
         "policy": args.policy,
@@ -106,6 +107,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         "unallocated_gpu_pct_at_130": result.at(130),
         "pods_arrived": result.pods_arrived,
         "pods_failed": result.pods_failed,
+        "cpu_only_pods_failed_at_100": cpu_failed,
+        "cpu_only_cores_failed_at_100": cpu_failed_cores,
         "wall_s": result.wall_s,
         "decision_ms_median": statistics.median(result.decision_s) * 1e3,
         "published_mean": published.mean if published else None,

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from arkgpu.model.cluster import ClusterState, FloatArray
+from arkgpu.model.cluster import ClusterState, FloatArray, IntArray
 from arkgpu.model.resources import Node, Pod
 from arkgpu.placement import POLICIES, PolicyContext
 from arkgpu.placement.fragmentation import TypicalPods, cluster_fragmentation
@@ -70,6 +70,10 @@ class RunResult:
     """FGD fragmentation as % of idle GPU milli at each checkpoint."""
     pods_arrived: int
     pods_failed: int
+    cpu_only_failed: IntArray
+    """CPU-only pods that found no room (or were refused) by each checkpoint."""
+    cpu_only_failed_cores: FloatArray
+    """Their CPU, in cores, by each checkpoint."""
     decision_s: FloatArray = field(repr=False)
     """Wall time of each placement decision (seconds)."""
     wall_s: float = 0.0
@@ -79,6 +83,10 @@ class RunResult:
     def at(self, pct: int) -> float:
         """Unallocated GPU % (100 minus milli allocation) when ``pct`` % has arrived."""
         return float(100.0 - self.allocation_pct[pct])
+
+    def cpu_only_failed_at(self, pct: int) -> tuple[int, float]:
+        """CPU-only pods failed, and their cores, when ``pct`` % has arrived."""
+        return int(self.cpu_only_failed[pct]), float(self.cpu_only_failed_cores[pct])
 
 
 def seed_streams(seed: int) -> tuple[np.random.Generator, ...]:
@@ -156,6 +164,15 @@ class _Curves:
     gpus: list[float] = field(default_factory=list)
     frag: list[float] = field(default_factory=list)
     frag_idle: list[float] = field(default_factory=list)
+    cpu_failed: list[int] = field(default_factory=list)
+    cpu_failed_milli: list[int] = field(default_factory=list)
+    _cpu_only: tuple[int, int] = (0, 0)
+    """CPU-only pods failed so far, and their CPU milli."""
+
+    def count_failure(self, pod: Pod) -> None:
+        if pod.num_gpu == 0:
+            pods, milli = self._cpu_only
+            self._cpu_only = (pods + 1, milli + pod.cpu_milli)
 
     def record(self, state: ClusterState) -> None:
         capacity = state.total_gpu_milli
@@ -166,6 +183,8 @@ class _Curves:
         self.gpus.append(100.0 * in_use / state.gpu_count.sum())
         self.frag.append(100.0 * frag / capacity)
         self.frag_idle.append(100.0 * frag / idle if idle else 0.0)
+        self.cpu_failed.append(self._cpu_only[0])
+        self.cpu_failed_milli.append(self._cpu_only[1])
 
 
 def run_placement(
@@ -194,6 +213,7 @@ def run_placement(
         decisions[i] = time.perf_counter() - t0
         if where is None:
             failed += 1
+            curves.count_failure(pod)
         else:
             state.place(pod, where)
         if progress is not None and i % 500 == 0:
@@ -210,6 +230,8 @@ def run_placement(
         frag_idle_pct=np.array(curves.frag_idle),
         pods_arrived=len(arrivals),
         pods_failed=failed,
+        cpu_only_failed=np.array(curves.cpu_failed, dtype=np.int64),
+        cpu_only_failed_cores=np.array(curves.cpu_failed_milli, dtype=np.float64) / 1000.0,
         decision_s=decisions,
         wall_s=time.perf_counter() - started,
         cpu_s=time.process_time() - started_cpu,
