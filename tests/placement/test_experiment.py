@@ -124,6 +124,7 @@ pods_strategy = st.lists(
             "fgd",
             "hami-binpack",
             "hami-spread",
+            "arkgpu-reserve",
         ]
     ),
 )

@@ -76,6 +76,28 @@ def test_refuses_only_when_no_node_fits() -> None:
     assert policy.choose(state, Pod("four", 1000, 1024, 4, 1000), rng) is not None
 
 
+def test_reserve_keeps_the_cores_free_gpus_need_for_gpu_pods() -> None:
+    """One node, 32 cores, 2 GPUs; a GPU pod at 8 cores per GPU takes one GPU, so the free
+    GPU needs 8 of the 24 cores left. A 12-core CPU-only pod fits in the other 16 under both
+    settings; a second one would leave 12 and strand the GPU: ``arkgpu`` places it,
+    ``arkgpu-reserve`` refuses it though it fits, and its GPU pod still finds room."""
+    gpu_pod, cpu_pod = Pod("g", 8000, 1024, 1, 1000), Pod("c", 12000, 1024, 0, 0)
+    rng = np.random.default_rng(0)
+    for name, second_placed in (("arkgpu", True), ("arkgpu-reserve", False)):
+        state = ClusterState.from_nodes([Node("n", 32000, 1 << 17, 2, "T4")])
+        policy = POLICIES.create(name, PolicyContext(state, []))
+        for pod in (gpu_pod, cpu_pod):
+            where = policy.choose(state, pod, rng)
+            assert where is not None, name
+            state.place(pod, where)
+        assert feasible_nodes(state, cpu_pod).any()
+        where = policy.choose(state, cpu_pod, rng)
+        assert (where is not None) == second_placed, name
+        if where is not None:
+            state.place(cpu_pod, where)
+        assert (policy.choose(state, gpu_pod, rng) is not None) == (not second_placed), name
+
+
 def test_learner_counts_arrivals_and_covers_popular_shapes() -> None:
     """Learned frequencies are arrival counts over the covered shapes, most frequent first."""
     learner = ShapeLearner()

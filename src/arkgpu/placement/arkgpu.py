@@ -42,6 +42,10 @@ and the best option wins; ties go to the lowest node index, then GPU slot.
    transportation LP over spec classes and models), the milli-GPU of that
    demand a placement on such a model displaces; zero when no pod names a model.
 
+With :attr:`ArkgpuConfig.reserve_gpu_cpu` (policy ``arkgpu-reserve``) a
+CPU-only pod may only take CPU that no free GPU needs (term 2 stays zero) and
+is refused otherwise; by default every pod that fits is placed.
+
 Shapes and prices are re-learned every :attr:`ArkgpuConfig.relearn_every`
 GPU-pod arrivals; per-node tables are refreshed only for nodes that changed,
 as in :mod:`arkgpu.placement.fgd`. Re-learning is a task over a snapshot
@@ -73,6 +77,9 @@ from arkgpu.placement.fragmentation import (
 from arkgpu.placement.relearning import LaggedSolver, Solver
 from arkgpu.placement.scarcity import Scarcity
 from arkgpu.placement.spec_demand import SpecDemand
+
+STRAND_TOLERANCE = 1e-9
+"""Points of stranding that count as none (rounding of the float ratios)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +124,15 @@ class ArkgpuConfig:
     0 (inline) is what every figure in docs/BENCHMARKS.md used unless it says
     otherwise; a positive lag stands for a scheduler that re-learns off the
     request path and decides with the old measures meanwhile."""
+    reserve_gpu_cpu: bool = False
+    """Keep the CPU and memory that a node's free GPUs need for GPU pods: a
+    CPU-only pod may only go where it strands no GPU milli (term 2 does not
+    rise), and is refused, though it fits, where every node it fits would.
+    Off by default, so the policy places every pod that fits, as FGD and the
+    FGD protocol do; on (policy ``arkgpu-reserve``) it trades CPU-only pods
+    for GPUs, which pays where CPU-only pods ask for the GPU nodes' spare CPU
+    (docs/BENCHMARKS.md, "Keeping GPU nodes' CPU for GPU pods"). It is an
+    operator's choice, like tainting GPU nodes, not a free gain."""
 
 
 class ArkgpuPolicy:
@@ -212,13 +228,19 @@ class ArkgpuPolicy:
             return self._choose_share(state, pod, c)
         nodes, base, before, cpu_after = c.nodes, c.base, c.before, c.cpu_after
         after = tracker.after_whole(base, pod)
+        strand = self._strand(state, nodes, pod, base.total, after.total)
         cost = tracker.frag(nodes, after, cpu_after) - before
         cost = (
             -frag_score(before, before + cost)
-            + self._strand(state, nodes, pod, base.total, after.total)
+            + strand
             + self._scarce(nodes, base, state.cpu_left[nodes], after, cpu_after)
             + self._spec(state, nodes, pod)
         )
+        if pod.num_gpu == 0 and self.config.reserve_gpu_cpu:
+            allowed = strand <= STRAND_TOLERANCE
+            if not allowed.any():
+                return None
+            cost = np.where(allowed, cost, np.inf)
         node = int(nodes[pick_best(-cost)])
         return Assignment(node, best_fit_gpus(state, node, pod))
 
@@ -247,3 +269,8 @@ def _rows(tables: FragTables, rows: IntArray) -> FragTables:
 @POLICIES.register("arkgpu")
 def _arkgpu(context: PolicyContext) -> ArkgpuPolicy:
     return ArkgpuPolicy(context.state)
+
+
+@POLICIES.register("arkgpu-reserve")
+def _arkgpu_reserve(context: PolicyContext) -> ArkgpuPolicy:
+    return ArkgpuPolicy(context.state, ArkgpuConfig(reserve_gpu_cpu=True))
