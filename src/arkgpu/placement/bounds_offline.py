@@ -5,8 +5,8 @@ keeps every constraint (CPU, memory, GPU shares, whole GPUs on one node,
 ``gpu_spec``). It is not a bound: it is the best of a few offline packings, a
 figure that a scheduler knowing the future could certainly reach.
 
-Packings tried (each in decreasing order: whole-GPU pods by GPU count, then
-shares by size, then by CPU; CPU-only pods last):
+Packings tried ("decreasing" order: whole-GPU pods by GPU count, then shares
+by size, then by CPU; CPU-only pods last):
 
 - *best-fit decreasing*: a share goes to the GPU with the least room that
   still fits it (node order on ties); whole-GPU pods go to the node with the
