@@ -28,6 +28,23 @@ def test_waiting_pod_starts_when_the_holder_leaves() -> None:
         assert result.never_placed == 0
 
 
+def test_waits_are_split_by_pod_kind() -> None:
+    """A CPU-only pod that waits for the cores a GPU pod holds is counted as CPU-only; one
+    that never fits is counted apart as CPU-only too."""
+    nodes = [Node("n", 8000, 8192, 1, "T4")]
+    pods = [
+        Pod("gpu", 6000, 1024, 1, 1000, creation_time=0, deletion_time=100),
+        Pod("cpu", 4000, 1024, 0, 0, creation_time=30, deletion_time=200),
+        Pod("huge", 16000, 1024, 0, 0, creation_time=40, deletion_time=50),
+    ]
+    result = replay(nodes, pods, "arkgpu", EXACT)
+    summary = result.summary()
+    assert result.wait_is_cpu_only.tolist() == [False, True]
+    assert (summary["cpu_only_pods_waited"], summary["cpu_only_wait_s_mean"]) == (1, 70.0)
+    assert (summary["gpu_pods_waited"], summary["gpu_wait_s_mean"]) == (0, 0.0)
+    assert (result.never_placed, summary["never_placed_cpu_only"]) == (1, 1)
+
+
 def test_pod_that_never_fits_is_counted_apart() -> None:
     """A pod bigger than any node never leaves the queue and is reported."""
     nodes = [Node("n", 8000, 8192, 1, "T4")]

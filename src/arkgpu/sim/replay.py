@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from arkgpu.model.cluster import Assignment, ClusterState, FloatArray
+from arkgpu.model.cluster import Assignment, BoolArray, ClusterState, FloatArray
 from arkgpu.model.resources import Node, Pod
 from arkgpu.placement import POLICIES, PolicyContext
 from arkgpu.placement.defrag import DefragProblem
@@ -68,7 +68,10 @@ class ReplayResult:
     """Pods in the queue at :attr:`times_s`."""
     wait_s: FloatArray = field(repr=False)
     """Waiting time of every pod that was placed after waiting 0 s or more."""
+    wait_is_cpu_only: BoolArray = field(repr=False)
+    """For each entry of :attr:`wait_s`: the pod asked for no GPU."""
     never_placed: int = 0
+    never_placed_cpu_only: int = 0
     decisions: int = 0
     wall_s: float = 0.0
 
@@ -84,9 +87,19 @@ class ReplayResult:
             "wait_s_mean": float(self.wait_s.mean()) if len(self.wait_s) else 0.0,
             "wait_s_p99": float(np.percentile(self.wait_s, 99)) if len(self.wait_s) else 0.0,
             "never_placed": self.never_placed,
+            **_by_kind("cpu_only", self.wait_s[self.wait_is_cpu_only]),
+            **_by_kind("gpu", self.wait_s[~self.wait_is_cpu_only]),
+            "never_placed_cpu_only": self.never_placed_cpu_only,
             "decisions": self.decisions,
             "wall_s": self.wall_s,
         }
+
+
+def _by_kind(kind: str, wait_s: FloatArray) -> dict[str, float | int]:
+    return {
+        f"{kind}_pods_waited": int((wait_s > 0).sum()),
+        f"{kind}_wait_s_mean": float(wait_s.mean()) if len(wait_s) else 0.0,
+    }
 
 
 def occupancy(
@@ -162,6 +175,7 @@ def replay(
     start, end = min(p.creation_time for p in pods), max(p.creation_time for p in pods)
     grid = np.linspace(start, end, config.samples)
     alloc, queued_at, waits = [], [], []
+    cpu_only: list[bool] = []
     queue: list[int] = []
     where: dict[int, Assignment] = {}
     k, decisions = 0, 0
@@ -175,6 +189,7 @@ def replay(
         state.place(pods[i], choice)
         where[i] = choice
         waits.append(now - pods[i].creation_time)
+        cpu_only.append(pods[i].num_gpu == 0)
         duration = pods[i].deletion_time - pods[i].creation_time
         heapq.heappush(events, (now + max(duration, 0), DEPART, i))
         return True
@@ -202,7 +217,9 @@ def replay(
         allocation_pct=np.array(alloc),
         waiting=np.array(queued_at, dtype=np.float64),
         wait_s=np.array(waits, dtype=np.float64),
+        wait_is_cpu_only=np.array(cpu_only, dtype=bool),
         never_placed=len(queue),
+        never_placed_cpu_only=sum(pods[j].num_gpu == 0 for j in queue),
         decisions=decisions,
         wall_s=time.perf_counter() - started,
     )
