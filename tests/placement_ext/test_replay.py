@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 
 from arkgpu.cli.main import main
+from arkgpu.model.cluster import Assignment, ClusterState
 from arkgpu.model.resources import Node, Pod
+from arkgpu.placement import POLICIES, PolicyContext
+from arkgpu.placement.arkgpu import ArkgpuPolicy
+from arkgpu.placement.base import retry_chooser
 from arkgpu.sim.replay import ReplayConfig, occupancy, replay, stretch_durations
 from arkgpu.traces.openb import load_nodes, load_pods
 
@@ -120,3 +124,27 @@ def test_defrag_rejects_negative_moves(
     argv = ["placement", "defrag", "--trace", str(pods_path), "--nodes", str(nodes_path)]
     assert main([*argv, "--policy", "fgd", "--max-moves", "-1"]) == 2
     assert "--max-moves" in capsys.readouterr().err
+
+
+def test_a_pod_offered_again_is_learned_once() -> None:
+    """arkgpu learns from arrivals: a pod that waits and is retried is counted once, and the
+    replay asks it through ``choose_again``; a policy without it is asked ``choose``."""
+    nodes = [Node("n", 8000, 8192, 1, "T4")]
+    pods = [
+        Pod("first", 1000, 1024, 1, 1000, creation_time=0, deletion_time=100),
+        Pod("second", 1000, 1024, 1, 600, creation_time=10, deletion_time=50),
+    ]
+    learned: list[int] = []
+    original = ArkgpuPolicy._decide
+
+    def spy(self: ArkgpuPolicy, state: ClusterState, pod: Pod) -> Assignment | None:
+        learned.append(sum(self.learner.shapes.values()))
+        return original(self, state, pod)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ArkgpuPolicy, "_decide", spy)
+        result = replay(nodes, pods, "arkgpu", EXACT)
+    assert result.decisions == 3  # first, second (waits), second again
+    assert learned == [1, 2, 2]
+    fgd = POLICIES.create("fgd", PolicyContext(ClusterState.from_nodes(nodes), pods))
+    assert retry_chooser(fgd) == fgd.choose

@@ -218,8 +218,22 @@ class ArkgpuPolicy:
         return lost / self.config.spec_milli_per_point
 
     def choose(self, state: ClusterState, pod: Pod, rng: np.random.Generator) -> Assignment | None:
-        """Best score (module docstring); lowest index on ties."""
+        """Best score (module docstring); lowest index on ties. Counts ``pod`` as an arrival."""
         self._observe(state, pod)
+        return self._decide(state, pod)
+
+    def choose_again(
+        self, state: ClusterState, pod: Pod, rng: np.random.Generator
+    ) -> Assignment | None:
+        """The same choice for a pod that waited and is offered again: not counted twice.
+
+        The shapes learned are those of the pods that *arrive*; a scheduler
+        retries pending pods, and counting every try would weigh the pods that
+        wait (the large and CPU-hungry ones) as often as they are retried.
+        """
+        return self._decide(state, pod)
+
+    def _decide(self, state: ClusterState, pod: Pod) -> Assignment | None:
         tracker = self.tracker
         c = tracker.candidates(state, pod)
         if c is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +32,24 @@ class Policy(Protocol):
     def choose(self, state: ClusterState, pod: Pod, rng: np.random.Generator) -> Assignment | None:
         """Return the node and GPU slots for ``pod``; never mutate ``state``."""
         ...
+
+
+@runtime_checkable
+class LearnsArrivals(Protocol):
+    """A policy that learns from each arrival, and so must be told when a pod is offered again."""
+
+    def choose_again(
+        self, state: ClusterState, pod: Pod, rng: np.random.Generator
+    ) -> Assignment | None:
+        """:meth:`Policy.choose` for a pod already offered once (it waited)."""
+        ...
+
+
+def retry_chooser(
+    policy: Policy,
+) -> Callable[[ClusterState, Pod, np.random.Generator], Assignment | None]:
+    """What to call for a pod that waited: ``choose_again`` where the policy learns arrivals."""
+    return policy.choose_again if isinstance(policy, LearnsArrivals) else policy.choose
 
 
 @dataclass(frozen=True, slots=True)

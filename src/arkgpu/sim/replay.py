@@ -29,6 +29,7 @@ import numpy as np
 from arkgpu.model.cluster import Assignment, BoolArray, ClusterState, FloatArray
 from arkgpu.model.resources import Node, Pod
 from arkgpu.placement import POLICIES, PolicyContext
+from arkgpu.placement.base import retry_chooser
 from arkgpu.placement.defrag import DefragProblem
 from arkgpu.sim.placing import ExperimentConfig, set_up
 
@@ -180,10 +181,12 @@ def replay(
     where: dict[int, Assignment] = {}
     k, decisions = 0, 0
 
-    def admit(i: int, now: int) -> bool:
+    again = retry_chooser(chooser)
+
+    def admit(i: int, now: int, retry: bool = False) -> bool:
         nonlocal decisions
         decisions += 1
-        choice = chooser.choose(state, pods[i], rng)
+        choice = (again if retry else chooser.choose)(state, pods[i], rng)
         if choice is None:
             return False
         state.place(pods[i], choice)
@@ -206,7 +209,9 @@ def replay(
             continue
         freed = where.pop(i)
         state.remove(pods[i], freed)
-        queue = [j for j in queue if not (_fits_on(state, pods[j], freed.node) and admit(j, now))]
+        queue = [
+            j for j in queue if not (_fits_on(state, pods[j], freed.node) and admit(j, now, True))
+        ]
     while k < len(grid):
         alloc.append(100.0 * state.allocated_gpu_milli / state.total_gpu_milli)
         queued_at.append(len(queue))
