@@ -46,6 +46,7 @@ def test_gpuspec_variant_is_the_default_with_specs(
 @pytest.mark.parametrize(
     ("name", "pods", "cpu_only"),
     [
+        ("cpu0", 7064, 0),
         ("cpu050", 7439, 375),
         ("cpu072", 7608, 544),
         ("cpu100", 7853, 789),
