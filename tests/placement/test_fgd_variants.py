@@ -47,6 +47,7 @@ def test_gpuspec_variant_is_the_default_with_specs(
     ("name", "pods", "cpu_only"),
     [
         ("cpu0", 7064, 0),
+        ("cpu037", 7336, 272),
         ("cpu050", 7439, 375),
         ("cpu072", 7608, 544),
         ("cpu100", 7853, 789),
