@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from placement_helpers import make_state
 
-from arkgpu.model.resources import Node, Pod
+from arkgpu.bench.placement_study import arrived_until
+from arkgpu.model.resources import MILLI_PER_GPU, Node, Pod
 from arkgpu.placement import POLICIES, PolicyContext
 from arkgpu.sim.placing import (
     ExperimentConfig,
@@ -179,13 +180,8 @@ def test_cpu_only_failures_are_counted_at_each_checkpoint() -> None:
     pods = [Pod("g", 1000, 1024, 1, 500), Pod("c", 64000, 1024, 0, 0)]
     config = ExperimentConfig(seed=3)
     result = run_placement(nodes, pods, "arkgpu", config)
-    setup = set_up(nodes, pods, config)
-    arrived, expected = 0, 0
-    for pod in setup.arrivals:
-        arrived += pod.total_gpu_milli
-        if arrived > setup.state.total_gpu_milli:
-            break
-        expected += pod.num_gpu == 0
+    arrived = arrived_until(pods, 4 * MILLI_PER_GPU, config.seed, config.inflate)
+    expected = sum(pod.num_gpu == 0 for pod in arrived)
     assert expected > 0
     assert result.cpu_only_failed_at(100) == (expected, pytest.approx(64.0 * expected))
     assert np.all(np.diff(result.cpu_only_failed) >= 0)
