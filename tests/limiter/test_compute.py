@@ -31,8 +31,16 @@ def test_every_launch_path_is_paced_to_the_share(
 
 
 def test_without_pacing_the_gpu_is_kept_busy(make_container: Callable[..., FakeContainer]) -> None:
-    """A full share leaves launches unpaced: busy nearly all the time."""
-    result = finish_load(start_load(make_container(Limits((None,), 100.0)), 0.4, 1000))
+    """A full share leaves launches unpaced: the library never holds one back
+    (no throttled time in its own account) and the GPU is busy nearly all the
+    time. The kernels are long (20 ms) so that the fake driver's four-deep
+    queue keeps the GPU busy through 80 ms of the launcher being descheduled:
+    on a loaded machine a starved launcher, not the library, would idle it."""
+    box = make_container(Limits((None,), 100.0))
+    result = finish_load(start_load(box, 0.6, 20_000))
+    (proc,) = read_usage(box.region).processes
+    assert proc.launches == len(result.t_ns)
+    assert proc.throttled_ns == 0
     assert result.share > 0.8
 
 
