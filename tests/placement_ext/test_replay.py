@@ -148,3 +148,21 @@ def test_a_pod_offered_again_is_learned_once() -> None:
     assert learned == [1, 2, 2]
     fgd = POLICIES.create("fgd", PolicyContext(ClusterState.from_nodes(nodes), pods))
     assert retry_chooser(fgd) == fgd.choose
+
+
+def test_pod_refused_though_it_fits_is_retried_when_a_placement_changes_the_node() -> None:
+    """`arkgpu-reserve` turns a CPU-only pod away while the node's free GPU needs its
+    cores; once a GPU pod takes that GPU the reservation is gone, and the waiting pod
+    starts then, not at the next departure. `arkgpu` places it at once."""
+    nodes = [Node("n", 16000, 65536, 2, "T4")]
+    pods = [
+        Pod("g0", 8000, 1024, 1, 1000, creation_time=0, deletion_time=1000),
+        Pod("cpu", 4000, 1024, 0, 0, creation_time=10, deletion_time=1000),
+        Pod("g1", 2000, 1024, 1, 1000, creation_time=20, deletion_time=1000),
+    ]
+    reserve = replay(nodes, pods, "arkgpu-reserve", EXACT)
+    assert sorted(reserve.wait_s.tolist()) == [0.0, 0.0, 10.0]
+    assert reserve.wait_is_cpu_only[reserve.wait_s == 10.0].tolist() == [True]
+    assert reserve.never_placed == 0
+    greedy = replay(nodes, pods, "arkgpu", EXACT)
+    assert greedy.wait_s.tolist() == [0.0, 0.0, 0.0]

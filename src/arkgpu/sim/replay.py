@@ -6,6 +6,12 @@ creation_time`` seconds from the moment they are placed. A pod that finds no
 room waits in a FIFO queue. When a pod leaves, only its node got room, so the
 queue is scanned in order and a waiting pod is offered to the policy when it
 would fit on that node (a cheap check); the policy may still put it anywhere.
+A policy may also turn a pod away while some node has room for it
+(``arkgpu-reserve`` keeps the CPU that free GPUs need); such a pod is offered
+again, in queue order, whenever a pod is placed on a node it fits, since a
+placement can change what the policy allows there (a GPU pod shrinks the
+reservation of its node). Work-conserving policies never refuse a pod that
+fits, so for them this changes nothing.
 Events at the same second are handled departures first, then arrivals, in trace
 order (an event heap keyed by (time, kind, sequence)).
 
@@ -21,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -29,7 +35,7 @@ import numpy as np
 from arkgpu.model.cluster import Assignment, BoolArray, ClusterState, FloatArray
 from arkgpu.model.resources import Node, Pod
 from arkgpu.placement import POLICIES, PolicyContext
-from arkgpu.placement.base import retry_chooser
+from arkgpu.placement.base import Policy, feasible_nodes, retry_chooser
 from arkgpu.placement.defrag import DefragProblem
 from arkgpu.sim.placing import ExperimentConfig, set_up
 
@@ -170,64 +176,110 @@ def replay(
     pods = _checked(pods)
     if config.load is not None:
         pods = stretch_durations(pods, state.total_gpu_milli, config.load)
-    chooser = POLICIES.create(policy, PolicyContext(state, pods))
-    events: list[tuple[int, int, int]] = [(p.creation_time, ARRIVE, i) for i, p in enumerate(pods)]
-    heapq.heapify(events)
+    run = _Replay(state, pods, POLICIES.create(policy, PolicyContext(state, pods)), rng)
     start, end = min(p.creation_time for p in pods), max(p.creation_time for p in pods)
     grid = np.linspace(start, end, config.samples)
-    alloc, queued_at, waits = [], [], []
-    cpu_only: list[bool] = []
-    queue: list[int] = []
-    where: dict[int, Assignment] = {}
-    k, decisions = 0, 0
-
-    again = retry_chooser(chooser)
-
-    def admit(i: int, now: int, retry: bool = False) -> bool:
-        nonlocal decisions
-        decisions += 1
-        choice = (again if retry else chooser.choose)(state, pods[i], rng)
-        if choice is None:
-            return False
-        state.place(pods[i], choice)
-        where[i] = choice
-        waits.append(now - pods[i].creation_time)
-        cpu_only.append(pods[i].num_gpu == 0)
-        duration = pods[i].deletion_time - pods[i].creation_time
-        heapq.heappush(events, (now + max(duration, 0), DEPART, i))
-        return True
-
-    while events:
-        now, kind, i = heapq.heappop(events)
-        while k < len(grid) and grid[k] < now:
-            alloc.append(100.0 * state.allocated_gpu_milli / state.total_gpu_milli)
-            queued_at.append(len(queue))
-            k += 1
-        if kind == ARRIVE:
-            if not admit(i, now):
-                queue.append(i)
-            continue
-        freed = where.pop(i)
-        state.remove(pods[i], freed)
-        queue = [
-            j for j in queue if not (_fits_on(state, pods[j], freed.node) and admit(j, now, True))
-        ]
-    while k < len(grid):
-        alloc.append(100.0 * state.allocated_gpu_milli / state.total_gpu_milli)
-        queued_at.append(len(queue))
-        k += 1
+    alloc, queued_at = run.until(grid)
     return ReplayResult(
         policy=policy,
         times_s=grid,
         allocation_pct=np.array(alloc),
         waiting=np.array(queued_at, dtype=np.float64),
-        wait_s=np.array(waits, dtype=np.float64),
-        wait_is_cpu_only=np.array(cpu_only, dtype=bool),
-        never_placed=len(queue),
-        never_placed_cpu_only=sum(pods[j].num_gpu == 0 for j in queue),
-        decisions=decisions,
+        wait_s=np.array(run.waits, dtype=np.float64),
+        wait_is_cpu_only=np.array(run.cpu_only, dtype=bool),
+        never_placed=len(run.queue),
+        never_placed_cpu_only=sum(pods[j].num_gpu == 0 for j in run.queue),
+        decisions=run.decisions,
         wall_s=time.perf_counter() - started,
     )
+
+
+class _Replay:
+    """The event loop of one replay: arrivals, departures, the waiting queue."""
+
+    def __init__(
+        self, state: ClusterState, pods: list[Pod], chooser: Policy, rng: np.random.Generator
+    ) -> None:
+        self.state, self.pods, self.chooser, self.rng = state, pods, chooser, rng
+        self.again = retry_chooser(chooser)
+        self.events = [(p.creation_time, ARRIVE, i) for i, p in enumerate(pods)]
+        heapq.heapify(self.events)
+        self.queue: list[int] = []
+        self.refused: set[int] = set()
+        """Waiting pods the policy turned away while some node had room."""
+        self.placed_on: list[int] = []
+        self.where: dict[int, Assignment] = {}
+        self.waits: list[int] = []
+        self.cpu_only: list[bool] = []
+        self.decisions = 0
+
+    def until(self, grid: FloatArray) -> tuple[list[float], list[int]]:
+        """Run every event; GPU allocation (%) and queue length at each time of ``grid``."""
+        alloc: list[float] = []
+        queued_at: list[int] = []
+        k = 0
+        while self.events:
+            now, kind, i = heapq.heappop(self.events)
+            while k < len(grid) and grid[k] < now:
+                alloc.append(self._allocated_pct())
+                queued_at.append(len(self.queue))
+                k += 1
+            if kind == ARRIVE:
+                if not self._admit(i, now):
+                    self.queue.append(i)
+            else:
+                self._depart(i, now)
+            self._retry_refused(now)
+        alloc += [self._allocated_pct()] * (len(grid) - k)
+        queued_at += [len(self.queue)] * (len(grid) - k)
+        return alloc, queued_at
+
+    def _allocated_pct(self) -> float:
+        return 100.0 * self.state.allocated_gpu_milli / self.state.total_gpu_milli
+
+    def _admit(self, i: int, now: int, retry: bool = False) -> bool:
+        self.decisions += 1
+        pod = self.pods[i]
+        choice = (self.again if retry else self.chooser.choose)(self.state, pod, self.rng)
+        if choice is None:
+            if feasible_nodes(self.state, pod).any():
+                self.refused.add(i)
+            else:
+                self.refused.discard(i)
+            return False
+        self.refused.discard(i)
+        self.state.place(pod, choice)
+        self.placed_on.append(choice.node)
+        self.where[i] = choice
+        self.waits.append(now - pod.creation_time)
+        self.cpu_only.append(pod.num_gpu == 0)
+        duration = pod.deletion_time - pod.creation_time
+        heapq.heappush(self.events, (now + max(duration, 0), DEPART, i))
+        return True
+
+    def _depart(self, i: int, now: int) -> None:
+        """Free the pod's room; offer it, in queue order, to the waiting pods that fit there."""
+        freed = self.where.pop(i)
+        self.state.remove(self.pods[i], freed)
+        self._offer(freed.node, now)
+
+    def _retry_refused(self, now: int) -> None:
+        """Offer each node a pod was just placed on to the refused pods that fit there."""
+        while self.placed_on and self.refused:
+            self._offer(self.placed_on.pop(), now, self.refused.__contains__)
+        self.placed_on.clear()
+
+    def _offer(self, node: int, now: int, eligible: Callable[[int], bool] | None = None) -> None:
+        """Offer the waiting pods (all, or those ``eligible``) that fit on ``node``, in order."""
+        self.queue = [
+            j
+            for j in self.queue
+            if not (
+                (eligible is None or eligible(j))
+                and _fits_on(self.state, self.pods[j], node)
+                and self._admit(j, now, True)
+            )
+        ]
 
 
 def place_until(
