@@ -166,3 +166,17 @@ def test_pod_refused_though_it_fits_is_retried_when_a_placement_changes_the_node
     assert reserve.never_placed == 0
     greedy = replay(nodes, pods, "arkgpu", EXACT)
     assert greedy.wait_s.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_reserve_keeps_a_cpu_only_pod_waiting_while_the_gpu_it_would_strand_is_idle() -> None:
+    """The trade that keeps `arkgpu-reserve` opt-in: once the GPU pod leaves, the CPU-only
+    pod would take cores the idle GPU needs, so the reserve keeps it waiting for as long as
+    no GPU pod comes (here, to the end of the trace); `arkgpu` starts it at once."""
+    nodes = [Node("n", 8000, 8192, 1, "T4")]
+    pods = [
+        Pod("gpu", 6000, 1024, 1, 1000, creation_time=0, deletion_time=100),
+        Pod("cpu", 4000, 1024, 0, 0, creation_time=30, deletion_time=200),
+    ]
+    assert replay(nodes, pods, "arkgpu", EXACT).wait_s.tolist() == [0.0, 70.0]
+    reserve = replay(nodes, pods, "arkgpu-reserve", EXACT)
+    assert (reserve.wait_s.tolist(), reserve.never_placed_cpu_only) == ([0.0], 1)
