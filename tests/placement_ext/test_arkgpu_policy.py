@@ -98,6 +98,23 @@ def test_reserve_keeps_the_cores_free_gpus_need_for_gpu_pods() -> None:
         assert (policy.choose(state, gpu_pod, rng) is not None) == (not second_placed), name
 
 
+def test_reserve_holds_a_cpu_only_pod_back_only_until_its_longest_wait() -> None:
+    """Offered again, the CPU-only pod the reserve turned away is still refused after
+    299 s of waiting and placed after 300 s (``reserve_max_wait_s``), as a new
+    arrival would not be."""
+    gpu_pod, cpu_pod = Pod("g", 8000, 1024, 1, 1000), Pod("c", 12000, 1024, 0, 0)
+    rng = np.random.default_rng(0)
+    state = ClusterState.from_nodes([Node("n", 32000, 1 << 17, 2, "T4")])
+    policy = ArkgpuPolicy(state, ArkgpuConfig(reserve_gpu_cpu=True))
+    for pod in (gpu_pod, cpu_pod):
+        where = policy.choose(state, pod, rng)
+        assert where is not None
+        state.place(pod, where)
+    assert policy.choose(state, cpu_pod, rng) is None
+    assert policy.choose_again(state, cpu_pod, rng, 299.0) is None
+    assert policy.choose_again(state, cpu_pod, rng, 300.0) is not None
+
+
 def test_learner_counts_arrivals_and_covers_popular_shapes() -> None:
     """Learned frequencies are arrival counts over the covered shapes, most frequent first."""
     learner = ShapeLearner()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from arkgpu.cli.main import main
@@ -137,17 +139,24 @@ def test_a_pod_offered_again_is_learned_once() -> None:
     learned: list[int] = []
     original = ArkgpuPolicy._decide
 
-    def spy(self: ArkgpuPolicy, state: ClusterState, pod: Pod) -> Assignment | None:
+    def spy(
+        self: ArkgpuPolicy, state: ClusterState, pod: Pod, waited_s: float = 0.0
+    ) -> Assignment | None:
         learned.append(sum(self.learner.shapes.values()))
-        return original(self, state, pod)
+        return original(self, state, pod, waited_s)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ArkgpuPolicy, "_decide", spy)
         result = replay(nodes, pods, "arkgpu", EXACT)
     assert result.decisions == 3  # first, second (waits), second again
     assert learned == [1, 2, 2]
-    fgd = POLICIES.create("fgd", PolicyContext(ClusterState.from_nodes(nodes), pods))
-    assert retry_chooser(fgd) == fgd.choose
+    state = ClusterState.from_nodes(nodes)
+    fgd = POLICIES.create("fgd", PolicyContext(state, pods))
+    calls: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fgd, "choose", lambda *args: calls.append(args[1].name))
+        retry_chooser(fgd)(state, pods[1], np.random.default_rng(0), 40.0)
+    assert calls == ["second"]
 
 
 def test_pod_refused_though_it_fits_is_retried_when_a_placement_changes_the_node() -> None:
@@ -168,10 +177,11 @@ def test_pod_refused_though_it_fits_is_retried_when_a_placement_changes_the_node
     assert greedy.wait_s.tolist() == [0.0, 0.0, 0.0]
 
 
-def test_reserve_keeps_a_cpu_only_pod_waiting_while_the_gpu_it_would_strand_is_idle() -> None:
-    """The trade that keeps `arkgpu-reserve` opt-in: once the GPU pod leaves, the CPU-only
-    pod would take cores the idle GPU needs, so the reserve keeps it waiting for as long as
-    no GPU pod comes (here, to the end of the trace); `arkgpu` starts it at once."""
+def test_reserve_lets_a_refused_cpu_only_pod_in_once_it_has_waited_long_enough() -> None:
+    """Once the GPU pod leaves (t=100), the CPU-only pod would take cores the idle GPU needs:
+    `arkgpu-reserve` refuses it then, and with nothing else happening the replay offers it
+    again 300 s later (kube-scheduler's retry of an unschedulable pod); it has waited 370 s,
+    past the reserve's 300 s, and starts. `arkgpu` starts it at 100."""
     nodes = [Node("n", 8000, 8192, 1, "T4")]
     pods = [
         Pod("gpu", 6000, 1024, 1, 1000, creation_time=0, deletion_time=100),
@@ -179,4 +189,6 @@ def test_reserve_keeps_a_cpu_only_pod_waiting_while_the_gpu_it_would_strand_is_i
     ]
     assert replay(nodes, pods, "arkgpu", EXACT).wait_s.tolist() == [0.0, 70.0]
     reserve = replay(nodes, pods, "arkgpu-reserve", EXACT)
-    assert (reserve.wait_s.tolist(), reserve.never_placed_cpu_only) == ([0.0], 1)
+    assert (reserve.wait_s.tolist(), reserve.never_placed) == ([0.0, 370.0], 0)
+    patient = replace(EXACT, refused_retry_s=5000)
+    assert replay(nodes, pods, "arkgpu-reserve", patient).wait_s.tolist() == [0.0, 5070.0]

@@ -44,7 +44,9 @@ and the best option wins; ties go to the lowest node index, then GPU slot.
 
 With :attr:`ArkgpuConfig.reserve_gpu_cpu` (policy ``arkgpu-reserve``) a
 CPU-only pod may only take CPU that no free GPU needs (term 2 stays zero) and
-is refused otherwise; by default every pod that fits is placed.
+is refused otherwise, until it has waited
+:attr:`ArkgpuConfig.reserve_max_wait_s`; by default every pod that fits is
+placed.
 
 Shapes and prices are re-learned every :attr:`ArkgpuConfig.relearn_every`
 GPU-pod arrivals; per-node tables are refreshed only for nodes that changed,
@@ -133,6 +135,15 @@ class ArkgpuConfig:
     for GPUs, which pays where CPU-only pods ask for the GPU nodes' spare CPU
     (docs/BENCHMARKS.md, "Keeping GPU nodes' CPU for GPU pods"). It is an
     operator's choice, like tainting GPU nodes, not a free gain."""
+    reserve_max_wait_s: float = 300.0
+    """With :attr:`reserve_gpu_cpu`: seconds a CPU-only pod is kept off the
+    cores free GPUs need; offered again after waiting that long, it goes
+    wherever it fits. Without it the reserve keeps a pod waiting for as long as
+    no GPU pod comes, forever on an idle GPU node. 300 s is kube-scheduler's
+    ``DefaultPodMaxInUnschedulablePodsDuration``, the longest a pod rejected
+    with no cluster event to explain it stays unschedulable before it is tried
+    again: one such retry, not more. The FGD protocol never offers a pod
+    twice, so there a refusal stays a failure."""
 
 
 class ArkgpuPolicy:
@@ -223,17 +234,19 @@ class ArkgpuPolicy:
         return self._decide(state, pod)
 
     def choose_again(
-        self, state: ClusterState, pod: Pod, rng: np.random.Generator
+        self, state: ClusterState, pod: Pod, rng: np.random.Generator, waited_s: float
     ) -> Assignment | None:
         """The same choice for a pod that waited and is offered again: not counted twice.
 
         The shapes learned are those of the pods that *arrive*; a scheduler
         retries pending pods, and counting every try would weigh the pods that
         wait (the large and CPU-hungry ones) as often as they are retried.
+        A CPU-only pod that has waited :attr:`ArkgpuConfig.reserve_max_wait_s`
+        is no longer kept off the cores free GPUs need.
         """
-        return self._decide(state, pod)
+        return self._decide(state, pod, waited_s)
 
-    def _decide(self, state: ClusterState, pod: Pod) -> Assignment | None:
+    def _decide(self, state: ClusterState, pod: Pod, waited_s: float = 0.0) -> Assignment | None:
         tracker = self.tracker
         c = tracker.candidates(state, pod)
         if c is None:
@@ -250,13 +263,18 @@ class ArkgpuPolicy:
             + self._scarce(nodes, base, state.cpu_left[nodes], after, cpu_after)
             + self._spec(state, nodes, pod)
         )
-        if pod.num_gpu == 0 and self.config.reserve_gpu_cpu:
+        if self._reserves(pod, waited_s):
             allowed = strand <= STRAND_TOLERANCE
             if not allowed.any():
                 return None
             cost = np.where(allowed, cost, np.inf)
         node = int(nodes[pick_best(-cost)])
         return Assignment(node, best_fit_gpus(state, node, pod))
+
+    def _reserves(self, pod: Pod, waited_s: float) -> bool:
+        """Whether ``pod`` is kept off the cores that free GPUs need."""
+        config = self.config
+        return pod.num_gpu == 0 and config.reserve_gpu_cpu and waited_s < config.reserve_max_wait_s
 
     def _choose_share(self, state: ClusterState, pod: Pod, c: Candidates) -> Assignment:
         nodes, base, before, cpu_after = c.nodes, c.base, c.before, c.cpu_after

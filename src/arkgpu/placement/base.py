@@ -39,17 +39,28 @@ class LearnsArrivals(Protocol):
     """A policy that learns from each arrival, and so must be told when a pod is offered again."""
 
     def choose_again(
-        self, state: ClusterState, pod: Pod, rng: np.random.Generator
+        self, state: ClusterState, pod: Pod, rng: np.random.Generator, waited_s: float
     ) -> Assignment | None:
-        """:meth:`Policy.choose` for a pod already offered once (it waited)."""
+        """:meth:`Policy.choose` for a pod already offered once, ``waited_s`` seconds ago
+        or more (it has waited that long since it was created)."""
         ...
 
 
-def retry_chooser(
-    policy: Policy,
-) -> Callable[[ClusterState, Pod, np.random.Generator], Assignment | None]:
+RetryChooser = Callable[[ClusterState, Pod, np.random.Generator, float], Assignment | None]
+"""Where a pod that waited goes: (state, pod, rng, seconds it has waited)."""
+
+
+def retry_chooser(policy: Policy) -> RetryChooser:
     """What to call for a pod that waited: ``choose_again`` where the policy learns arrivals."""
-    return policy.choose_again if isinstance(policy, LearnsArrivals) else policy.choose
+    if isinstance(policy, LearnsArrivals):
+        return policy.choose_again
+
+    def choose(
+        state: ClusterState, pod: Pod, rng: np.random.Generator, _waited: float
+    ) -> Assignment | None:
+        return policy.choose(state, pod, rng)
+
+    return choose
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,10 @@ A policy may also turn a pod away while some node has room for it
 (``arkgpu-reserve`` keeps the CPU that free GPUs need); such a pod is offered
 again, in queue order, whenever a pod is placed on a node it fits, since a
 placement can change what the policy allows there (a GPU pod shrinks the
-reservation of its node). Work-conserving policies never refuse a pod that
-fits, so for them this changes nothing.
+reservation of its node), and :attr:`ReplayConfig.refused_retry_s` after each
+refusal, as kube-scheduler retries an unschedulable pod after at most five
+minutes. Work-conserving policies never refuse a pod that fits, so for them
+this changes nothing.
 Events at the same second are handled departures first, then arrivals, in trace
 order (an event heap keyed by (time, kind, sequence)).
 
@@ -39,7 +41,7 @@ from arkgpu.placement.base import Policy, feasible_nodes, retry_chooser
 from arkgpu.placement.defrag import DefragProblem
 from arkgpu.sim.placing import ExperimentConfig, set_up
 
-DEPART, ARRIVE = 0, 1
+DEPART, ARRIVE, RETRY = 0, 1, 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,11 @@ class ReplayConfig:
     """Share of the node list kept (drawn with the seed). The whole trace asks
     for 98% of the openb GPU nodes' GPUs, so on all of them no peak above 0.98
     exists; half of them leaves room for a peak of 1.2."""
+    refused_retry_s: int = 300
+    """Seconds after which a pod the policy turned away while some node had
+    room is offered again even if nothing happened on its nodes: kube-scheduler
+    moves such a pod back from its unschedulable pods after at most
+    ``DefaultPodMaxInUnschedulablePodsDuration`` (5 minutes)."""
 
 
 @dataclass(slots=True)
@@ -176,7 +183,8 @@ def replay(
     pods = _checked(pods)
     if config.load is not None:
         pods = stretch_durations(pods, state.total_gpu_milli, config.load)
-    run = _Replay(state, pods, POLICIES.create(policy, PolicyContext(state, pods)), rng)
+    chooser = POLICIES.create(policy, PolicyContext(state, pods))
+    run = _Replay(state, pods, chooser, rng, config.refused_retry_s)
     start, end = min(p.creation_time for p in pods), max(p.creation_time for p in pods)
     grid = np.linspace(start, end, config.samples)
     alloc, queued_at = run.until(grid)
@@ -198,10 +206,18 @@ class _Replay:
     """The event loop of one replay: arrivals, departures, the waiting queue."""
 
     def __init__(
-        self, state: ClusterState, pods: list[Pod], chooser: Policy, rng: np.random.Generator
+        self,
+        state: ClusterState,
+        pods: list[Pod],
+        chooser: Policy,
+        rng: np.random.Generator,
+        retry_after_s: int,
     ) -> None:
         self.state, self.pods, self.chooser, self.rng = state, pods, chooser, rng
         self.again = retry_chooser(chooser)
+        self.retry_after_s = retry_after_s
+        self.retry_due: set[int] = set()
+        """Refused pods with a timed retry in the event heap."""
         self.events = [(p.creation_time, ARRIVE, i) for i, p in enumerate(pods)]
         heapq.heapify(self.events)
         self.queue: list[int] = []
@@ -227,6 +243,8 @@ class _Replay:
             if kind == ARRIVE:
                 if not self._admit(i, now):
                     self.queue.append(i)
+            elif kind == RETRY:
+                self._timed_retry(i, now)
             else:
                 self._depart(i, now)
             self._retry_refused(now)
@@ -240,10 +258,13 @@ class _Replay:
     def _admit(self, i: int, now: int, retry: bool = False) -> bool:
         self.decisions += 1
         pod = self.pods[i]
-        choice = (self.again if retry else self.chooser.choose)(self.state, pod, self.rng)
+        if retry:
+            choice = self.again(self.state, pod, self.rng, now - pod.creation_time)
+        else:
+            choice = self.chooser.choose(self.state, pod, self.rng)
         if choice is None:
             if feasible_nodes(self.state, pod).any():
-                self.refused.add(i)
+                self._refused(i, now)
             else:
                 self.refused.discard(i)
             return False
@@ -256,6 +277,19 @@ class _Replay:
         duration = pod.deletion_time - pod.creation_time
         heapq.heappush(self.events, (now + max(duration, 0), DEPART, i))
         return True
+
+    def _refused(self, i: int, now: int) -> None:
+        """Keep ``i`` among the refused pods, with a timed retry pending."""
+        self.refused.add(i)
+        if i not in self.retry_due:
+            self.retry_due.add(i)
+            heapq.heappush(self.events, (now + self.retry_after_s, RETRY, i))
+
+    def _timed_retry(self, i: int, now: int) -> None:
+        """Offer a refused pod again if it is still waiting and still refused."""
+        self.retry_due.discard(i)
+        if i in self.refused and self._admit(i, now, True):
+            self.queue.remove(i)
 
     def _depart(self, i: int, now: int) -> None:
         """Free the pod's room; offer it, in queue order, to the waiting pods that fit there."""
