@@ -14,8 +14,8 @@ reservation of its node), and :attr:`ReplayConfig.refused_retry_s` after each
 refusal, as kube-scheduler retries an unschedulable pod after at most five
 minutes. Work-conserving policies never refuse a pod that fits, so for them
 this changes nothing.
-Events at the same second are handled departures first, then arrivals, in trace
-order (an event heap keyed by (time, kind, sequence)).
+Events at the same second are handled departures first, then arrivals in trace
+order, then timed retries (an event heap keyed by (time, kind, sequence)).
 
 Metrics, sampled from the first to the last arrival: GPU milli allocated,
 pods waiting over time, and the waiting time of the pods that got placed
