@@ -128,6 +128,30 @@ def test_defrag_rejects_negative_moves(
     assert "--max-moves" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--node-fraction", "0"),
+        ("--node-fraction", "1.5"),
+        ("--refused-retry-s", "0"),
+        ("--load", "0"),
+    ],
+)
+def test_replay_rejects_bad_settings_naming_them(
+    small_trace: tuple[Path, Path], capsys: pytest.CaptureFixture[str], flag: str, value: str
+) -> None:
+    """A node share outside (0, 1], a retry period or a load that is not positive is a
+    one-line error naming the setting, exit status 2, before any pod is replayed."""
+    nodes_path, pods_path = small_trace
+    argv = ["placement", "replay", "--trace", str(pods_path), "--nodes", str(nodes_path)]
+    assert main([*argv, "--policy", "fgd", flag, value]) == 2
+    err = capsys.readouterr().err
+    assert flag.removeprefix("--").replace("-", "_") in err.replace("-", "_")
+    assert len(err.strip().splitlines()) == 1
+    with pytest.raises(ValueError, match="samples"):
+        ReplayConfig(samples=1)
+
+
 def test_a_pod_offered_again_is_learned_once() -> None:
     """arkgpu learns from arrivals: a pod that waits and is retried is counted once, and the
     replay asks it through ``choose_again``; a policy without it is asked ``choose``."""

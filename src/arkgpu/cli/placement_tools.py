@@ -67,6 +67,12 @@ def register_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     replay.add_argument("--seed", type=int, default=42)
     replay.add_argument("--load", type=float, default=1.2, help="peak load if none waited")
     replay.add_argument("--node-fraction", type=float, default=0.5)
+    replay.add_argument(
+        "--refused-retry-s",
+        type=int,
+        default=300,
+        help="offer a pod the policy refused though it fit again after this many s",
+    )
     replay.add_argument("--json", action="store_true", help="print the result as JSON")
     replay.add_argument("--plot", type=Path, default=None, help="write allocation/queue PNG here")
     replay.set_defaults(handler=cmd_replay)
@@ -189,7 +195,12 @@ def cmd_defrag(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     """Replay the trace in time order with departures, per policy; print the queue figures."""
     trace, nodes_path = _resolve(args.trace, args.nodes)
-    config = ReplayConfig(seed=args.seed, load=args.load, node_fraction=args.node_fraction)
+    config = ReplayConfig(
+        seed=args.seed,
+        load=args.load,
+        node_fraction=args.node_fraction,
+        refused_retry_s=args.refused_retry_s,
+    )
     nodes, pods = load_nodes(nodes_path), load_pods(trace.path)
     docs: list[dict[str, Any]] = []
     for name in policy_names(args.policy):

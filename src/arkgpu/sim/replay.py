@@ -69,6 +69,22 @@ class ReplayConfig:
     moves such a pod back from its unschedulable pods after at most
     ``DefaultPodMaxInUnschedulablePodsDuration`` (5 minutes)."""
 
+    def __post_init__(self) -> None:
+        if not 0 < self.node_fraction <= 1:
+            raise ValueError(
+                "replay node_fraction (--node-fraction) must be in (0, 1], "
+                f"got {self.node_fraction}"
+            )
+        if self.samples < 2:
+            raise ValueError(f"replay samples must be at least 2, got {self.samples}")
+        if self.refused_retry_s <= 0:
+            raise ValueError(
+                "replay refused_retry_s (--refused-retry-s) must be positive, "
+                f"got {self.refused_retry_s}"
+            )
+        if self.load is not None and not self.load > 0:
+            raise ValueError(f"replay load must be positive, got {self.load}")
+
 
 @dataclass(slots=True)
 class ReplayResult:
