@@ -11,7 +11,7 @@ from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import Node, Pod
 from arkgpu.placement import POLICIES, PolicyContext
 from arkgpu.placement.bounds import cutting_stock_prices, lp_bound
-from arkgpu.placement.bounds_offline import clairvoyant, gpu_pods_first
+from arkgpu.placement.bounds_offline import clairvoyant, gpu_pods_first, lp_first
 
 TWO_GPUS = [Node("n", 32000, 65536, 2, "T4")]
 
@@ -131,3 +131,19 @@ def test_clairvoyant_lets_cpu_only_pods_wait_for_gpu_pods() -> None:
     assert packed.by_method["arkgpu primed, GPU pods first"] == pytest.approx(0.0)
     assert packed.by_method["arkgpu primed, given order"] == pytest.approx(100.0)
     assert min(packed.by_method.values()) == packed.unallocated_pct
+
+
+def test_holding_back_what_the_lp_leaves_out_beats_the_arrival_order() -> None:
+    """One node of 2 GPUs; an 810 share, then four 470s. Placed in order, the 810 takes a
+    GPU and leaves 190 no 470 fits (1,750 of 2,000 milli). The LP leaves the 810 out and
+    pairs the 470s; packed first, they fill both GPUs to 940 and the 810 no longer fits."""
+    node = [Node("n", 64000, 1 << 18, 2, "T4")]
+    big, half = Pod("big", 1000, 1024, 1, 810), Pod("half", 1000, 1024, 1, 470)
+    pods = [big, half, half, half, half]
+    bound = lp_bound(node, pods)
+    assert bound.left_out == {810: pytest.approx(1.0)}
+    assert lp_first(pods, bound.left_out) == [half, half, half, half, big]
+    packed = clairvoyant(node, pods, bound)
+    assert packed.by_method["arkgpu primed, given order"] == pytest.approx(12.5)
+    assert packed.by_method["arkgpu primed, the LP's pods first"] == pytest.approx(6.0)
+    assert (packed.unallocated_pct, packed.failed) == (pytest.approx(6.0), 1)

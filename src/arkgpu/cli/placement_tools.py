@@ -107,7 +107,7 @@ def bound_document(trace: TraceRef, nodes_path: Path, seed: int, inflate: float)
     nodes, pods = load_nodes(nodes_path), load_pods(trace.path)
     ordered, arrived = bound_inputs(nodes, pods, ExperimentConfig(inflate=inflate, seed=seed))
     bound = lp_bound(ordered, arrived)
-    packed = clairvoyant(ordered, arrived)
+    packed = clairvoyant(ordered, arrived, bound)
     return {
         "trace": trace.label,
         "seed": seed,
