@@ -34,16 +34,20 @@ def test_waiting_pod_starts_when_the_holder_leaves() -> None:
         assert result.never_placed == 0
 
 
+#: One node of 8 cores and 1 GPU; a GPU pod holds 6 cores from 0 to 100, and a CPU-only
+#: pod asking for 4 arrives at 30, so it waits for the GPU pod to leave.
+ONE_NODE = [Node("n", 8000, 8192, 1, "T4")]
+GPU_THEN_CPU = [
+    Pod("gpu", 6000, 1024, 1, 1000, creation_time=0, deletion_time=100),
+    Pod("cpu", 4000, 1024, 0, 0, creation_time=30, deletion_time=200),
+]
+
+
 def test_waits_are_split_by_pod_kind() -> None:
     """A CPU-only pod that waits for the cores a GPU pod holds is counted as CPU-only; one
     that never fits is counted apart as CPU-only too."""
-    nodes = [Node("n", 8000, 8192, 1, "T4")]
-    pods = [
-        Pod("gpu", 6000, 1024, 1, 1000, creation_time=0, deletion_time=100),
-        Pod("cpu", 4000, 1024, 0, 0, creation_time=30, deletion_time=200),
-        Pod("huge", 16000, 1024, 0, 0, creation_time=40, deletion_time=50),
-    ]
-    result = replay(nodes, pods, "arkgpu", EXACT)
+    huge = Pod("huge", 16000, 1024, 0, 0, creation_time=40, deletion_time=50)
+    result = replay(ONE_NODE, [*GPU_THEN_CPU, huge], "arkgpu", EXACT)
     summary = result.summary()
     assert result.wait_is_cpu_only.tolist() == [False, True]
     assert (summary["cpu_only_pods_waited"], summary["cpu_only_wait_s_mean"]) == (1, 70.0)
@@ -206,13 +210,9 @@ def test_reserve_lets_a_refused_cpu_only_pod_in_once_it_has_waited_long_enough()
     `arkgpu-reserve` refuses it then, and with nothing else happening the replay offers it
     again 300 s later (kube-scheduler's retry of an unschedulable pod); it has waited 370 s,
     past the reserve's 300 s, and starts. `arkgpu` starts it at 100."""
-    nodes = [Node("n", 8000, 8192, 1, "T4")]
-    pods = [
-        Pod("gpu", 6000, 1024, 1, 1000, creation_time=0, deletion_time=100),
-        Pod("cpu", 4000, 1024, 0, 0, creation_time=30, deletion_time=200),
-    ]
-    assert replay(nodes, pods, "arkgpu", EXACT).wait_s.tolist() == [0.0, 70.0]
-    reserve = replay(nodes, pods, "arkgpu-reserve", EXACT)
+    assert replay(ONE_NODE, GPU_THEN_CPU, "arkgpu", EXACT).wait_s.tolist() == [0.0, 70.0]
+    reserve = replay(ONE_NODE, GPU_THEN_CPU, "arkgpu-reserve", EXACT)
     assert (reserve.wait_s.tolist(), reserve.never_placed) == ([0.0, 370.0], 0)
     patient = replace(EXACT, refused_retry_s=5000)
-    assert replay(nodes, pods, "arkgpu-reserve", patient).wait_s.tolist() == [0.0, 5070.0]
+    waits = replay(ONE_NODE, GPU_THEN_CPU, "arkgpu-reserve", patient).wait_s
+    assert waits.tolist() == [0.0, 5070.0]
