@@ -78,12 +78,18 @@ def test_elastic_mode_does_not_take_a_busy_co_runners_share(
     make_container: Callable[..., FakeContainer],
 ) -> None:
     """An elastic 30% container beside a busy hard 70% container leaves the
-    co-runner most of its 70% (the GPU has no idle time to lend)."""
-    elastic = start_load(make_container(Limits((None,), 30.0, Mode.ELASTIC)), 1.5, 1000)
-    hard = start_load(make_container(Limits((None,), 70.0, Mode.HARD)), 1.5, 1000)
+    co-runner most of its 70% (the GPU has no idle time to lend). Kernels of
+    5 ms: each time a launcher runs it books more GPU time ahead, so a launcher
+    descheduled on a loaded machine leaves the GPU idle (time the elastic
+    container may rightly take) less often than with 1 ms kernels."""
+    elastic = start_load(make_container(Limits((None,), 30.0, Mode.ELASTIC)), 1.5, 5000)
+    hard = start_load(make_container(Limits((None,), 70.0, Mode.HARD)), 1.5, 5000)
     mine, other = finish_load(elastic), finish_load(hard)
-    assert other.share > 0.55
-    assert 0.15 < mine.share < 0.45
+    shares = f"elastic {mine.share:.3f}, hard {other.share:.3f}"
+    assert other.share > 0.55, shares
+    # Near its 30%; more only by GPU time the co-runner left idle, which a hard
+    # launcher starved of CPU on a loaded machine does (elastic mode may take it).
+    assert 0.15 < mine.share < max(0.45, 1.02 - other.share), shares
 
 
 def test_busy_time_launches_and_throttling_are_written_to_the_region(
