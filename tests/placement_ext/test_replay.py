@@ -152,6 +152,10 @@ def test_replay_rejects_bad_settings_naming_them(
     err = capsys.readouterr().err
     assert flag.removeprefix("--").replace("-", "_") in err.replace("-", "_")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_replay_config_refuses_too_few_samples() -> None:
+    """A curve of fewer than two samples is refused, naming the field."""
     with pytest.raises(ValueError, match="samples"):
         ReplayConfig(samples=1)
 
