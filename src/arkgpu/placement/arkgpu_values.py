@@ -20,7 +20,8 @@ import numpy as np
 
 from arkgpu.model.cluster import ClusterState, FloatArray, IntArray
 from arkgpu.model.resources import MILLI_PER_GPU, Pod
-from arkgpu.placement.bounds import ShareKey, cutting_stock_prices
+from arkgpu.placement.bounds import ShareKey
+from arkgpu.placement.share_prices import bagged_prices
 
 Shape = tuple[int, int, int, frozenset[str]]
 
@@ -48,7 +49,10 @@ class ShareValues:
     the result in.
     """
 
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(self, state: ClusterState, resamples: int = 0) -> None:
+        self.resamples = resamples
+        """Bootstrap replicates the prices are averaged over
+        (:func:`arkgpu.placement.share_prices.bagged_prices`); 0: plain LP duals."""
         names = state.model_names
         self.models = [m for m in names if m]
         self.row_of_model = np.array(
@@ -84,7 +88,7 @@ class ShareValues:
         y = dict(
             zip(
                 sizes,
-                (MILLI_PER_GPU * float(v) for v in cutting_stock_prices(sizes, counts)),
+                (MILLI_PER_GPU * float(v) for v in bagged_prices(sizes, counts, self.resamples)),
                 strict=True,
             )
         )

@@ -314,6 +314,10 @@ def lp_bound(nodes: Sequence[Node], pods: Sequence[Pod], by_model: bool = True) 
     )
 
 
+Pattern = tuple[int, ...]
+"""How many shares of each size one GPU holds, in the order of the sizes."""
+
+
 def cutting_stock_prices(sizes: Sequence[int], counts: Sequence[float]) -> FloatArray:
     """Dual prices (in GPUs) of share sizes in the cutting-stock LP over single GPUs.
 
@@ -322,10 +326,22 @@ def cutting_stock_prices(sizes: Sequence[int], counts: Sequence[float]) -> Float
     size ``s_i`` costs in the best fractional packing; patterns are generated
     by the same knapsack pricing until none has ``sum_i a_i y_i > 1``.
     """
+    return cutting_stock(sizes, counts)[0]
+
+
+def cutting_stock(
+    sizes: Sequence[int], counts: Sequence[float], start: Sequence[Pattern] = ()
+) -> tuple[FloatArray, list[Pattern]]:
+    """:func:`cutting_stock_prices` and the patterns generated, starting from ``start``.
+
+    Passing the patterns of a solve over nearby counts saves most rounds: the
+    master starts close to its optimum and the pricing step only confirms it.
+    """
     n = len(sizes)
     columns = [
         tuple(int(i == j) * (MILLI_PER_GPU // s) for j in range(n)) for i, s in enumerate(sizes)
     ]
+    columns += [c for c in start if c not in columns]
     y = np.zeros(n)
     for _ in range(MAX_ROUNDS):
         a = np.array(columns, dtype=np.float64).T
@@ -342,4 +358,4 @@ def cutting_stock_prices(sizes: Sequence[int], counts: Sequence[float]) -> Float
         if float(np.dot(new, y)) <= 1.0 + PRICING_TOLERANCE or new in columns:
             break
         columns.append(new)
-    return y
+    return y, columns
