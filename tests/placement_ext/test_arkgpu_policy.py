@@ -242,3 +242,24 @@ def test_fgd_gpuspec33_pods_land_only_on_models_they_name(tmp_path: Path) -> Non
     assert placed[True] > 500
     assert placed[None] < placed[False] / 10
     assert (state.gpu_left >= 0).all()
+
+
+def test_share_prices_are_bagged_by_default() -> None:
+    """600s and 400s in equal numbers tie two dual vertices; the policy prices between them.
+
+    With the plain duals a 600 costs either 1/2 or all of a GPU (a vertex);
+    with the default bootstrap mean it costs strictly between, and a 600 and a
+    400 still make exactly one GPU.
+    """
+    pods = [Pod("a", 1000, 1024, 1, 600)] * 100 + [Pod("b", 1000, 1024, 1, 400)] * 100
+
+    def price(config: ArkgpuConfig) -> tuple[float, float]:
+        state = ClusterState.from_nodes(NODES)
+        policy = ArkgpuPolicy(state, config)
+        policy.prime(state, pods)
+        return policy.values.price[(600, frozenset())], policy.values.price[(400, frozenset())]
+
+    plain, bagged = price(ArkgpuConfig(price_resamples=0)), price(ArkgpuConfig())
+    assert min(abs(plain[0] - 500), abs(plain[0] - 1000)) < 1e-6
+    assert 500 < bagged[0] < 1000
+    assert bagged[0] + bagged[1] == pytest.approx(1000)
