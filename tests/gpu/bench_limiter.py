@@ -1,6 +1,6 @@
 """The limiter's cost on a real GPU, with PyTorch (run by tests/gpu/run.sh --bench).
 
-    python -m tests.gpu.bench_limiter [--json PATH]
+    python -m tests.gpu.bench_limiter [--json PATH] [--elastic-only]
 
 Side by side in one run, each figure the median of its runs: the time per
 launch of a one-element kernel (torch ``add_``, launch-bound) and the
@@ -8,7 +8,8 @@ throughput of 2048x2048 matmuls (compute-bound), with and without the
 interception library, at no cap and a 100% share; then the matmul
 throughput at 25/50/75% shares as a fraction of the unlimited one, and of a
 best-effort container at 25% lent 50% by an LC container, with a batch in
-flight and idle.
+flight and idle. ``--elastic-only``: instead, an elastic container at 30%
+alone and beside a hard 70% container running at the same time.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.gpu.torchchild import run_child, throughput, unused
+from tests.gpu.torchchild import child_command, child_env, run_child, throughput, unused
 
 from arkgpu.client import LatencyReporter
-from arkgpu.limiter import Limits, link_lender
-from arkgpu.limiter.containers import FakeContainer, make_world_readable
+from arkgpu.limiter import Limits, Mode, link_lender
+from arkgpu.limiter.containers import FakeContainer, container_user, make_world_readable
 
 LAUNCHES = 20_000
 ROUNDS = 5
@@ -83,15 +84,63 @@ def measure(workdir: Path) -> dict[str, Any]:
     }
 
 
+def rate_of(stamps: list[int]) -> float:
+    """Iterations per second over the second half of a child's stamps."""
+    half = stamps[len(stamps) // 2 :]
+    return (len(half) - 1) / ((half[-1] - half[0]) / 1e9)
+
+
+def side_by_side(boxes: list[FakeContainer], seconds: float) -> list[float]:
+    """Run one matmul child per container at once; each one's rate."""
+    procs = [
+        subprocess.Popen(
+            child_command("rate", str(seconds)),
+            stdout=subprocess.PIPE,
+            text=True,
+            env=child_env(box),
+            user=container_user(),
+        )
+        for box in boxes
+    ]
+    outs = [proc.communicate(timeout=300)[0] for proc in procs]
+    return [rate_of(json.loads(out.strip().splitlines()[-1])["stamps"]) for out in outs]
+
+
+def elastic(workdir: Path, mode: Mode = Mode.ELASTIC) -> dict[str, Any]:
+    """A 30% container (elastic, or hard for the control) alone and beside a hard
+    70%, as fractions of the unlimited rate."""
+    unlimited = throughput(
+        FakeContainer.create(workdir / "full", unused(workdir), Limits((None,))), 3.0, False
+    )
+    box = FakeContainer.create(workdir / "e30", unused(workdir), Limits((None,), 30.0, mode))
+    alone = throughput(box, 3.0) / unlimited
+    hard = FakeContainer.create(workdir / "h70", unused(workdir), Limits((None,), 70.0))
+    both = side_by_side([box, hard], 5.0)
+    return {
+        "gpu": gpu_name(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "matmul_per_s_unlimited": unlimited,
+        "mode_of_the_30": mode.value,
+        "the_30_alone": alone,
+        "the_30_beside_hard_70": both[0] / unlimited,
+        "hard_70_beside_the_30": both[1] / unlimited,
+    }
+
+
 def main() -> None:
     """Measure and print (and optionally write) the figures as JSON."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--elastic-only", action="store_true", help="only the elastic figures")
+    parser.add_argument(
+        "--hard-pair", action="store_true", help="with --elastic-only: the 30%% hard too"
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="arkgpu-gpu-bench-"))
     make_world_readable(workdir)
     try:
-        report = measure(workdir)
+        mode = Mode.HARD if args.hard_pair else Mode.ELASTIC
+        report = elastic(workdir, mode) if args.elastic_only else measure(workdir)
     finally:
         subprocess.run(["rm", "-rf", str(workdir)], check=False)
     text = json.dumps(report, indent=2)
