@@ -1,6 +1,6 @@
 """The limiter's cost on a real GPU, with PyTorch (run by tests/gpu/run.sh --bench).
 
-    python -m tests.gpu.bench_limiter [--json PATH] [--elastic-only]
+    python -m tests.gpu.bench_limiter [--json PATH] [--elastic-only [--hard-pair]]
 
 Side by side in one run, each figure the median of its runs: the time per
 launch of a one-element kernel (torch ``add_``, launch-bound) and the
@@ -9,7 +9,8 @@ interception library, at no cap and a 100% share; then the matmul
 throughput at 25/50/75% shares as a fraction of the unlimited one, and of a
 best-effort container at 25% lent 50% by an LC container, with a batch in
 flight and idle. ``--elastic-only``: instead, an elastic container at 30%
-alone and beside a hard 70% container running at the same time.
+alone and beside a hard 70% container running at the same time
+(``--hard-pair``: the 30% container hard too, the control).
 """
 
 from __future__ import annotations
@@ -23,7 +24,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.gpu.torchchild import child_command, child_env, run_child, throughput, unused
+from tests.gpu.torchchild import (
+    child_command,
+    child_env,
+    rate_of,
+    run_child,
+    throughput,
+    unused,
+)
 
 from arkgpu.client import LatencyReporter
 from arkgpu.limiter import Limits, Mode, link_lender
@@ -82,12 +90,6 @@ def measure(workdir: Path) -> dict[str, Any]:
         "share_fraction_of_unlimited": shares,
         "be_25_lent_50_fraction": {"lc_in_flight": lent_in_flight, "lc_idle": lent_idle},
     }
-
-
-def rate_of(stamps: list[int]) -> float:
-    """Iterations per second over the second half of a child's stamps."""
-    half = stamps[len(stamps) // 2 :]
-    return (len(half) - 1) / ((half[-1] - half[0]) / 1e9)
 
 
 def side_by_side(boxes: list[FakeContainer], seconds: float) -> list[float]:

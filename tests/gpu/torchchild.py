@@ -115,12 +115,17 @@ def run_child(box: FakeContainer, *args: str, preload: bool = True) -> dict[str,
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def rate_of(stamps: list[int]) -> float:
+    """Iterations per second over the second half of a rate child's stamps."""
+    half = stamps[len(stamps) // 2 :]
+    return (len(half) - 1) / ((half[-1] - half[0]) / 1e9)
+
+
 def throughput(box: FakeContainer, seconds: float = 4.0, preload: bool = True) -> float:
     """Matmul iterations per second over the run's second half."""
     stamps = run_child(box, "rate", str(seconds), preload=preload)["stamps"]
     assert isinstance(stamps, list)
-    half = stamps[len(stamps) // 2 :]
-    return (len(half) - 1) / ((half[-1] - half[0]) / 1e9)
+    return rate_of(stamps)
 
 
 def unused(workdir: Path) -> Path:
