@@ -25,17 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from tests.gpu.torchchild import (
-    child_command,
-    child_env,
+    last_line,
     rate_of,
     run_child,
+    start_child,
     throughput,
     unused,
 )
 
 from arkgpu.client import LatencyReporter
 from arkgpu.limiter import Limits, Mode, link_lender
-from arkgpu.limiter.containers import FakeContainer, container_user, make_world_readable
+from arkgpu.limiter.containers import FakeContainer, make_world_readable
 
 LAUNCHES = 20_000
 ROUNDS = 5
@@ -94,18 +94,9 @@ def measure(workdir: Path) -> dict[str, Any]:
 
 def side_by_side(boxes: list[FakeContainer], seconds: float) -> list[float]:
     """Run one matmul child per container at once; each one's rate."""
-    procs = [
-        subprocess.Popen(
-            child_command("rate", str(seconds)),
-            stdout=subprocess.PIPE,
-            text=True,
-            env=child_env(box),
-            user=container_user(),
-        )
-        for box in boxes
-    ]
+    procs = [start_child(box, "rate", str(seconds)) for box in boxes]
     outs = [proc.communicate(timeout=300)[0] for proc in procs]
-    return [rate_of(json.loads(out.strip().splitlines()[-1])["stamps"]) for out in outs]
+    return [rate_of(last_line(out)["stamps"]) for out in outs]
 
 
 def elastic(workdir: Path, mode: Mode = Mode.ELASTIC) -> dict[str, Any]:

@@ -17,9 +17,9 @@ import pytest
 
 from arkgpu.client import LatencyReporter
 from arkgpu.limiter import Limits, link_lender
-from arkgpu.limiter.containers import FakeContainer, container_user, make_world_readable
+from arkgpu.limiter.containers import FakeContainer, make_world_readable
 
-from .torchchild import child_command, child_env, run_child, throughput
+from .torchchild import last_line, run_child, start_child, throughput
 
 GiB = 1 << 30
 
@@ -65,20 +65,14 @@ def test_throughput_follows_the_share(workdir: Path, share: float) -> None:
 def test_a_share_change_mid_run_takes_effect(workdir: Path) -> None:
     """Raised from 25% to 75% mid-run, throughput rises about threefold."""
     box = FakeContainer.create(workdir / "c", workdir / "unused", Limits((None,), 25.0))
-    proc = subprocess.Popen(
-        child_command("rate", "6"),
-        stdout=subprocess.PIPE,
-        text=True,
-        env=child_env(box),
-        user=container_user(),
-    )
+    proc = start_child(box, "rate", "6")
     assert proc.stdout is not None
     assert json.loads(proc.stdout.readline()) == {"started": True}  # torch and CUDA are up
     time.sleep(2.5)
     written = time.monotonic_ns()
     box.set_limits(Limits((None,), 75.0))
     out, _ = proc.communicate(timeout=300)  # the child runs 6 s from "started"
-    stamps = json.loads(out.strip().splitlines()[-1])["stamps"]
+    stamps = last_line(out)["stamps"]
     before = [t for t in stamps if written - 2e9 < t < written]
     after = [t for t in stamps if written + 0.5e9 < t]
     rate_before = (len(before) - 1) / ((before[-1] - before[0]) / 1e9)

@@ -101,8 +101,24 @@ def child_command(*args: str) -> list[str]:
     return [child_python()[0], "-c", CHILD, *args]
 
 
+def last_line(output: str) -> dict[str, Any]:
+    """A child's result: its last line of output, parsed."""
+    return json.loads(output.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def start_child(box: FakeContainer, *args: str) -> subprocess.Popen[str]:
+    """Start a child with the limiter preloaded, its output piped; the caller waits."""
+    return subprocess.Popen(
+        child_command(*args),
+        stdout=subprocess.PIPE,
+        text=True,
+        env=child_env(box),
+        user=container_user(),
+    )
+
+
 def run_child(box: FakeContainer, *args: str, preload: bool = True) -> dict[str, Any]:
-    """Run the child on the real driver; its last line of output, parsed."""
+    """Run the child on the real driver and return its result."""
     out = subprocess.run(
         child_command(*args),
         capture_output=True,
@@ -112,7 +128,7 @@ def run_child(box: FakeContainer, *args: str, preload: bool = True) -> dict[str,
         timeout=300,
         check=True,
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return last_line(out.stdout)
 
 
 def rate_of(stamps: list[int]) -> float:
