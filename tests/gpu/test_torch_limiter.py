@@ -19,7 +19,7 @@ from arkgpu.client import LatencyReporter
 from arkgpu.limiter import Limits, link_lender
 from arkgpu.limiter.containers import FakeContainer, make_world_readable
 
-from .torchchild import last_line, run_child, start_child, throughput
+from .torchchild import last_line, rate_over, run_child, start_child, throughput
 
 GiB = 1 << 30
 
@@ -75,9 +75,7 @@ def test_a_share_change_mid_run_takes_effect(workdir: Path) -> None:
     stamps = last_line(out)["stamps"]
     before = [t for t in stamps if written - 2e9 < t < written]
     after = [t for t in stamps if written + 0.5e9 < t]
-    rate_before = (len(before) - 1) / ((before[-1] - before[0]) / 1e9)
-    rate_after = (len(after) - 1) / ((after[-1] - after[0]) / 1e9)
-    assert rate_after / rate_before > 2.0
+    assert rate_over(after) / rate_over(before) > 2.0
 
 
 def test_a_best_effort_container_borrows_an_idle_lc_share(workdir: Path) -> None:

@@ -131,10 +131,14 @@ def run_child(box: FakeContainer, *args: str, preload: bool = True) -> dict[str,
     return last_line(out.stdout)
 
 
+def rate_over(stamps: list[int]) -> float:
+    """Iterations per second between the first and last of these stamps (ns)."""
+    return (len(stamps) - 1) / ((stamps[-1] - stamps[0]) / 1e9)
+
+
 def rate_of(stamps: list[int]) -> float:
     """Iterations per second over the second half of a rate child's stamps."""
-    half = stamps[len(stamps) // 2 :]
-    return (len(half) - 1) / ((half[-1] - half[0]) / 1e9)
+    return rate_over(stamps[len(stamps) // 2 :])
 
 
 def throughput(box: FakeContainer, seconds: float = 4.0, preload: bool = True) -> float:
