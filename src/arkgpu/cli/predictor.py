@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from arkgpu.model.gpus import REFERENCE_GPU
 from arkgpu.predictor import Predictor, default_predictor
 from arkgpu.predictor.evaluating import ErrorSummary, Evaluation, evaluate
 from arkgpu.predictor.plotting import plot_evaluation, plot_latency_vs_share, share_table
@@ -54,7 +55,7 @@ def register(subparsers: Any) -> None:
     show.add_argument("predictor", type=Path, help="predictor JSON from 'predictor fit'")
     show.add_argument("--model", required=True)
     show.add_argument("--batch", type=int, required=True)
-    show.add_argument("--gpu", default="V100")
+    show.add_argument("--gpu", default=REFERENCE_GPU)
     show.add_argument("--png", type=Path, help="figure path (default MODEL-bBATCH.png)")
     show.add_argument("--profiles", type=Path, help="canonical profiles to overlay as points")
     show.set_defaults(handler=run_show)

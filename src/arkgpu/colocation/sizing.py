@@ -27,6 +27,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from arkgpu.model.gpus import REFERENCE_GPU
 from arkgpu.predictor import Workload
 
 
@@ -57,12 +58,12 @@ class BiasedPredictor:
     factor: float
     """Multiplier applied to every prediction."""
 
-    def latency_ms(self, model: str, batch: int, share: float, gpu: str = "V100") -> float:
+    def latency_ms(self, model: str, batch: int, share: float, gpu: str = REFERENCE_GPU) -> float:
         """Level 1 times ``factor``."""
         return self.factor * self.base.latency_ms(model, batch, share, gpu)
 
     def colocated_latency_ms(
-        self, target: Workload, corunners: Sequence[Workload], gpu: str = "V100"
+        self, target: Workload, corunners: Sequence[Workload], gpu: str = REFERENCE_GPU
     ) -> float:
         """Level 2 times ``factor``."""
         return self.factor * self.base.colocated_latency_ms(target, corunners, gpu)
@@ -112,7 +113,7 @@ class ShareSizer:
 
     predictor: PerformanceModel
     """The fitted predictor (or a wrapper of it)."""
-    gpu: str = "V100"
+    gpu: str = REFERENCE_GPU
     """GPU model asked about."""
     config: SizingConfig = field(default_factory=SizingConfig)
     """Sizing settings."""

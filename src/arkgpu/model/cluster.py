@@ -10,13 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 
+from arkgpu.model.arrays import BoolArray, IntArray
 from arkgpu.model.resources import MILLI_PER_GPU, Node, Pod
-
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
-FloatArray = npt.NDArray[np.float64]
 
 #: Columns of :attr:`ClusterState.affinity`: column 0 counts GPU-share pods,
 #: column k (1..8) pods of k whole GPUs, column 9 any other whole-GPU count.

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: The GPU of iGniter's measured profiles: the co-location simulator's ground truth
+#: and the predictor's default GPU. Every other module names it through this constant.
+REFERENCE_GPU = "V100"
+
 
 @dataclass(frozen=True, slots=True)
 class GpuModel:
@@ -34,7 +38,7 @@ def _catalogue() -> dict[str, GpuModel]:
         GpuModel("P100", 16384, 56),
         GpuModel("V100M16", 16384, 80),
         GpuModel("V100M32", 32768, 80),
-        GpuModel("V100", 32768, 80),
+        GpuModel(REFERENCE_GPU, 32768, 80),
         GpuModel("A10", 24576, 72),
         GpuModel("A100-40GB", 40960, 108),
         GpuModel("A100-80GB", 81920, 108),

@@ -63,7 +63,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from arkgpu.model.cluster import Assignment, ClusterState, FloatArray, IntArray
+from arkgpu.model.arrays import FloatArray, IntArray
+from arkgpu.model.cluster import Assignment, ClusterState
 from arkgpu.model.resources import Pod
 from arkgpu.placement.arkgpu_learning import Learned, ShapeLearner, relearn_task
 from arkgpu.placement.arkgpu_values import ShareValues

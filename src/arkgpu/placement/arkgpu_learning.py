@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from arkgpu.model.cluster import BoolArray, ClusterState, FloatArray, IntArray
+from arkgpu.model.arrays import BoolArray, FloatArray, IntArray
+from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import MILLI_PER_GPU, Pod
 from arkgpu.placement.arkgpu_values import PriceTables, ShareValues
 from arkgpu.placement.fragmentation import FragTables, Shape, TypicalPods

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from arkgpu.model.cluster import ClusterState, FloatArray, IntArray
+from arkgpu.model.arrays import FloatArray, IntArray
+from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import MILLI_PER_GPU, Pod
 from arkgpu.placement.bounds import ShareKey
 from arkgpu.placement.share_prices import bagged_prices

@@ -15,7 +15,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from arkgpu.model.cluster import Assignment, BoolArray, ClusterState, IntArray
+from arkgpu.model.arrays import BoolArray, IntArray
+from arkgpu.model.cluster import Assignment, ClusterState
 from arkgpu.model.resources import MILLI_PER_GPU, Pod
 
 #: Largest node the FGD simulator normalises by: 128 cores (milli-CPU).

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import linprog
 
-from arkgpu.model.cluster import FloatArray
+from arkgpu.model.arrays import FloatArray
 from arkgpu.model.resources import MILLI_PER_GPU, Node, Pod
 
 #: Reduced profit (milli-GPU) below which a pattern does not enter the master:

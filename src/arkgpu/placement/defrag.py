@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from arkgpu.model.cluster import Assignment, ClusterState, IntArray, PlacementError
+from arkgpu.model.arrays import IntArray
+from arkgpu.model.cluster import Assignment, ClusterState, PlacementError
 from arkgpu.model.resources import MILLI_PER_GPU, Pod
 from arkgpu.placement.base import feasible_nodes, fits_gpu
 

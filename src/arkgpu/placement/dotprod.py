@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from arkgpu.model.cluster import Assignment, ClusterState, FloatArray, IntArray
+from arkgpu.model.arrays import FloatArray, IntArray
+from arkgpu.model.cluster import Assignment, ClusterState
 from arkgpu.model.resources import MILLI_PER_GPU, Pod
 from arkgpu.placement.base import (
     MAX_NODE_SCORE,

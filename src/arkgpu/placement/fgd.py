@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from arkgpu.model.cluster import Assignment, ClusterState, FloatArray, IntArray
+from arkgpu.model.arrays import FloatArray, IntArray
+from arkgpu.model.cluster import Assignment, ClusterState
 from arkgpu.model.resources import Pod
 from arkgpu.placement.base import (
     MAX_NODE_SCORE,

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from arkgpu.model.cluster import BoolArray, ClusterState, FloatArray, IntArray
+from arkgpu.model.arrays import BoolArray, FloatArray, IntArray
+from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import Pod
 from arkgpu.placement.base import feasible_nodes
 

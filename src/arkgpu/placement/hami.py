@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from arkgpu.model.cluster import Assignment, ClusterState, IntArray
+from arkgpu.model.arrays import IntArray
+from arkgpu.model.cluster import Assignment, ClusterState
 from arkgpu.model.resources import MILLI_PER_GPU, Pod
 from arkgpu.placement.base import POLICIES, PolicyContext, feasible_nodes, node_gpu_left, pick_best
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from arkgpu.model.cluster import Assignment, ClusterState, IntArray, affinity_column
+from arkgpu.model.arrays import IntArray
+from arkgpu.model.cluster import Assignment, ClusterState, affinity_column
 from arkgpu.model.resources import MILLI_PER_GPU, Pod
 from arkgpu.placement.base import (
     MAX_NODE_SCORE,

@@ -45,7 +45,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from arkgpu.model.cluster import BoolArray, ClusterState, FloatArray, IntArray
+from arkgpu.model.arrays import BoolArray, FloatArray, IntArray
+from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import MILLI_PER_GPU
 from arkgpu.placement.fragmentation import FragTables, TypicalPods
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from arkgpu.model.cluster import FloatArray
+from arkgpu.model.arrays import FloatArray
 from arkgpu.placement.bounds import cutting_stock
 
 

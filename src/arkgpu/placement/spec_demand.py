@@ -81,7 +81,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linprog
 
-from arkgpu.model.cluster import BoolArray, FloatArray, IntArray
+from arkgpu.model.arrays import BoolArray, FloatArray, IntArray
 from arkgpu.model.resources import MILLI_PER_GPU, Pod
 
 #: Standard errors above the estimate at which a class's demand is taken

@@ -24,9 +24,9 @@ from numpy.typing import NDArray
 from sklearn.ensemble import HistGradientBoostingRegressor
 from threadpoolctl import threadpool_limits
 
+from arkgpu.model.arrays import FloatArray
 from arkgpu.traces.profiles import SoloRecord
 
-FloatArray = NDArray[np.float64]
 GBM_ITERATIONS = 200
 """Boosting rounds; enough for ~150 points per model, small enough for seconds-long evals."""
 GBM_THREADS = 1

@@ -31,10 +31,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 from scipy.optimize import least_squares
 
-FloatArray = NDArray[np.float64]
+from arkgpu.model.arrays import FloatArray
+
 PARAMETER_NAMES: tuple[str, ...] = (
     "fixed_ms",
     "work_ms",

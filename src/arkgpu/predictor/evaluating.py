@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from numpy.typing import NDArray
 
+from arkgpu.model.arrays import FloatArray
 from arkgpu.predictor.anchoring import pick_anchor
 from arkgpu.predictor.baselines import GbmLevel1, fit_igniter_linear, share_scaling
 from arkgpu.predictor.config import PredictorConfig
@@ -25,8 +25,6 @@ from arkgpu.predictor.predicting import Predictor
 from arkgpu.predictor.splitting import SPLITS, Fold
 from arkgpu.predictor.workloads import Workload
 from arkgpu.traces.profiles import PairRecord, SoloRecord
-
-FloatArray = NDArray[np.float64]
 
 
 @dataclass(frozen=True)

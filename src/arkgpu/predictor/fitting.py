@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from numpy.typing import NDArray
 
+from arkgpu.model.arrays import FloatArray
 from arkgpu.predictor.curves import SoloCurve, fit_curve
 from arkgpu.predictor.interference import (
     FEATURE_SETS,
@@ -22,7 +22,6 @@ from arkgpu.predictor.utilisation import MIN_POINTS, UtilCurve, fit_util
 from arkgpu.predictor.workloads import Workload
 from arkgpu.traces.profiles import PairRecord, SoloRecord
 
-FloatArray = NDArray[np.float64]
 Key = tuple[str, str]
 POOLED = "*"
 """GPU name under which the level-2 fit over every GPU's pairs is kept."""

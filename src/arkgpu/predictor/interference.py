@@ -38,10 +38,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import NDArray
 from scipy.optimize import nnls
 
-FloatArray = NDArray[np.float64]
+from arkgpu.model.arrays import FloatArray
 
 
 @dataclass(frozen=True, slots=True)

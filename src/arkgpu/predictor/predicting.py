@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from arkgpu.model.gpus import UnknownGpuModelError, gpu_model
+from arkgpu.model.arrays import FloatArray
+from arkgpu.model.gpus import REFERENCE_GPU, UnknownGpuModelError, gpu_model
 from arkgpu.predictor.anchoring import anchored_curve
 from arkgpu.predictor.config import PredictorConfig
 from arkgpu.predictor.curves import SoloCurve
@@ -31,8 +32,7 @@ from arkgpu.traces.profiles import (
     load_solo_profiles,
 )
 
-FloatArray = NDArray[np.float64]
-DEFAULT_GPU = "V100"
+DEFAULT_GPU = REFERENCE_GPU
 
 
 class Predictor:

@@ -16,9 +16,9 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from numpy.typing import NDArray
 
-FloatArray = NDArray[np.float64]
+from arkgpu.model.arrays import FloatArray
+
 MIN_POINTS = 3
 """Fewest measured points for a model's own fit; fewer use the pooled fit."""
 

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from arkgpu.model.cluster import ClusterState, FloatArray, IntArray
+from arkgpu.model.arrays import FloatArray, IntArray
+from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import Node, Pod
 from arkgpu.placement import POLICIES, PolicyContext
 from arkgpu.placement.fragmentation import TypicalPods, cluster_fragmentation

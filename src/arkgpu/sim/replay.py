@@ -34,7 +34,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from arkgpu.model.cluster import Assignment, BoolArray, ClusterState, FloatArray
+from arkgpu.model.arrays import BoolArray, FloatArray
+from arkgpu.model.cluster import Assignment, ClusterState
 from arkgpu.model.resources import Node, Pod
 from arkgpu.placement import POLICIES, PolicyContext
 from arkgpu.placement.base import Policy, feasible_nodes, retry_chooser

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from arkgpu.model.gpus import REFERENCE_GPU
 from arkgpu.traces.profiles import (
     MpsRecord,
     PairRecord,
@@ -42,7 +43,7 @@ from arkgpu.traces.profiles import (
 
 MIG_GPCS = 7
 """GPCs of a whole A100 (MIG share = instance GPCs / 7)."""
-IGNITER_GPU = "V100"
+IGNITER_GPU = REFERENCE_GPU
 A100_GPU = "A100-80GB"
 R = TypeVar("R")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from arkgpu.colocation.sizing import BiasedPredictor, PerformanceModel, ShareSizer, SizingConfig
+from arkgpu.model.gpus import REFERENCE_GPU
 from arkgpu.predictor import default_predictor
 from arkgpu.sim.colocation.metrics import RunResult
 from arkgpu.sim.colocation.scenarios import Scenario
@@ -12,7 +13,7 @@ from arkgpu.sim.colocation.simulating import CoLocationSim, RunOptions
 from arkgpu.sim.colocation.truth import GroundTruth
 from arkgpu.traces.profiles import default_profile_dir, load_pair_profiles, load_solo_profiles
 
-TRUTH_GPU = "V100"
+TRUTH_GPU = REFERENCE_GPU
 """The only GPU with measured solo and pair profiles (iGniter)."""
 
 

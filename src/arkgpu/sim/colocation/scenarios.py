@@ -15,6 +15,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from arkgpu.model.gpus import REFERENCE_GPU
+
 
 class ScenarioError(ValueError):
     """A scenario file that cannot be used; the message names file and field."""
@@ -123,7 +125,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
     bes = [_be(t, source, i) for i, t in enumerate(_tables(doc, "be", source))]
     scenario = Scenario(
         name=head.text("name"),
-        gpu=head.text("gpu", "V100"),
+        gpu=head.text("gpu", REFERENCE_GPU),
         gpus=head.integer("gpus", low=1),
         day_s=head.number("day_s", low=1.0),
         duration_s=head.number("duration_s", low=1.0),
