@@ -6,6 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from arkgpu.limiter import layout
+from arkgpu.model.shares import SHARE_FULL_BP, share_bp, share_fraction
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -39,3 +44,15 @@ def test_a_policy_importing_the_simulator_would_break_a_contract(tmp_path: Path)
     )
     assert proc.returncode != 0
     assert "BROKEN" in proc.stdout
+
+
+def test_compute_share_converts_once_between_fraction_and_basis_points() -> None:
+    """One unit end to end: a fraction becomes basis points and back through one pair."""
+    assert layout.SHARE_FULL == SHARE_FULL_BP == 10_000
+    assert share_bp(0.3) == 3000
+    assert share_bp(1 / 3) == 3333
+    assert share_fraction(share_bp(0.25)) == 0.25
+    with pytest.raises(ValueError, match=r"0\.\.1"):
+        share_bp(1.5)
+    with pytest.raises(ValueError, match="share_bp"):
+        share_fraction(10_001)

@@ -36,6 +36,7 @@ from tests.gpu.torchchild import (
 from arkgpu.client import LatencyReporter
 from arkgpu.limiter import Limits, Mode, link_lender
 from arkgpu.limiter.containers import FakeContainer, make_world_readable
+from arkgpu.model.shares import share_bp
 
 LAUNCHES = 20_000
 ROUNDS = 5
@@ -66,11 +67,11 @@ def measure(workdir: Path) -> dict[str, Any]:
     shares = {}
     for share in (25.0, 50.0, 75.0):
         limited = FakeContainer.create(
-            workdir / f"s{share:g}", unused(workdir), Limits((None,), share)
+            workdir / f"s{share:g}", unused(workdir), Limits((None,), share_bp(share / 100))
         )
         shares[f"{share:g}"] = throughput(limited, 3.0) / unlimited
     lc = FakeContainer.create(workdir / "lc", unused(workdir), Limits((None,)))
-    be_limits = Limits((None,), 25.0, lent_bp=(5000,), lend_stale_ms=600_000)
+    be_limits = Limits((None,), 2_500, lent_bp=(5000,), lend_stale_ms=600_000)
     be = FakeContainer.create(workdir / "be", unused(workdir), be_limits)
     link_lender(be.region, 0, lc.region)
     with LatencyReporter(lc.region) as lc_server:
@@ -105,9 +106,9 @@ def elastic(workdir: Path, mode: Mode = Mode.ELASTIC) -> dict[str, Any]:
     unlimited = throughput(
         FakeContainer.create(workdir / "full", unused(workdir), Limits((None,))), 3.0, False
     )
-    box = FakeContainer.create(workdir / "e30", unused(workdir), Limits((None,), 30.0, mode))
+    box = FakeContainer.create(workdir / "e30", unused(workdir), Limits((None,), 3_000, mode))
     alone = throughput(box, 3.0) / unlimited
-    hard = FakeContainer.create(workdir / "h70", unused(workdir), Limits((None,), 70.0))
+    hard = FakeContainer.create(workdir / "h70", unused(workdir), Limits((None,), 7_000))
     both = side_by_side([box, hard], 5.0)
     return {
         "gpu": gpu_name(),

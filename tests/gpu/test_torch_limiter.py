@@ -18,6 +18,7 @@ import pytest
 from arkgpu.client import LatencyReporter
 from arkgpu.limiter import Limits, link_lender
 from arkgpu.limiter.containers import FakeContainer, make_world_readable
+from arkgpu.model.shares import share_bp
 
 from .torchchild import last_line, rate_over, run_child, start_child, throughput
 
@@ -58,19 +59,21 @@ def test_throughput_follows_the_share(workdir: Path, share: float) -> None:
     """Matmul throughput at a share is that share of the full-GPU throughput,
     within 10 points."""
     full = throughput(FakeContainer.create(workdir / "full", workdir / "unused", Limits((None,))))
-    box = FakeContainer.create(workdir / f"s{share:g}", workdir / "unused", Limits((None,), share))
+    box = FakeContainer.create(
+        workdir / f"s{share:g}", workdir / "unused", Limits((None,), share_bp(share / 100))
+    )
     assert abs(100 * throughput(box) / full - share) < 10
 
 
 def test_a_share_change_mid_run_takes_effect(workdir: Path) -> None:
     """Raised from 25% to 75% mid-run, throughput rises about threefold."""
-    box = FakeContainer.create(workdir / "c", workdir / "unused", Limits((None,), 25.0))
+    box = FakeContainer.create(workdir / "c", workdir / "unused", Limits((None,), 2_500))
     proc = start_child(box, "rate", "6")
     assert proc.stdout is not None
     assert json.loads(proc.stdout.readline()) == {"started": True}  # torch and CUDA are up
     time.sleep(2.5)
     written = time.monotonic_ns()
-    box.set_limits(Limits((None,), 75.0))
+    box.set_limits(Limits((None,), 7_500))
     out, _ = proc.communicate(timeout=300)  # the child runs 6 s from "started"
     stamps = last_line(out)["stamps"]
     before = [t for t in stamps if written - 2e9 < t < written]
@@ -84,7 +87,7 @@ def test_a_best_effort_container_borrows_an_idle_lc_share(workdir: Path) -> None
     it holds none (the staleness limit is set above the child's run time)."""
     full = throughput(FakeContainer.create(workdir / "full", workdir / "unused", Limits((None,))))
     lc = FakeContainer.create(workdir / "lc", workdir / "unused", Limits((None,)))
-    be_limits = Limits((None,), 25.0, lent_bp=(5000,), lend_stale_ms=600_000)
+    be_limits = Limits((None,), 2_500, lent_bp=(5000,), lend_stale_ms=600_000)
     be = FakeContainer.create(workdir / "be", workdir / "unused", be_limits)
     link_lender(be.region, 0, lc.region)
     with LatencyReporter(lc.region) as lc_server:

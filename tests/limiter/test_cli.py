@@ -46,16 +46,16 @@ def test_bench_rejects_bad_shares(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_show_prints_limits_and_usage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`show` prints the region's limits."""
-    region = create_region(tmp_path / "r", Limits((1 << 20,), 25.0))
+    region = create_region(tmp_path / "r", Limits((1 << 20,), 2_500))
     assert main(["limiter", "show", str(region)]) == 0
-    assert "share_pct=25.0" in capsys.readouterr().out
+    assert "share_bp=2500" in capsys.readouterr().out
 
 
 def test_show_prints_lending(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`show` prints the in-flight count and, per lender, its lent share and
     what its file says now (a missing lender is named as lending nothing)."""
     lc = create_region(tmp_path / "lc", Limits((None,)))
-    be = create_region(tmp_path / "be", Limits((None,), 30.0, lent_bp=(5000, 2500)))
+    be = create_region(tmp_path / "be", Limits((None,), 3_000, lent_bp=(5000, 2500)))
     link_lender(be, 0, lc)
     with LatencyReporter(lc) as reporter:
         reporter.batch_begin()

@@ -25,7 +25,7 @@ def test_every_launch_path_is_paced_to_the_share(
     cuGraphLaunch, and their per-thread-stream ``_ptsz`` forms, at a 30% share
     keep the GPU busy about 30% of the time (the unpaced fake keeps it busy
     nearly all the time)."""
-    box = make_container(Limits((None,), 30.0))
+    box = make_container(Limits((None,), 3_000))
     result = finish_load(start_load(box, 0.6, 1000, path))
     assert 0.15 < result.share < 0.45
 
@@ -36,7 +36,7 @@ def test_without_pacing_the_gpu_is_kept_busy(make_container: Callable[..., FakeC
     time. The kernels are long (20 ms) so that the fake driver's four-deep
     queue keeps the GPU busy through 80 ms of the launcher being descheduled:
     on a loaded machine a starved launcher, not the library, would idle it."""
-    box = make_container(Limits((None,), 100.0))
+    box = make_container(Limits((None,), 10_000))
     result = finish_load(start_load(box, 0.6, 20_000))
     (proc,) = read_usage(box.region).processes
     assert proc.launches == len(result.t_ns)
@@ -49,11 +49,11 @@ def test_a_share_change_written_at_run_time_takes_effect(
 ) -> None:
     """A running container moved from 20% to 80% by the node side runs near 20%
     before the write and near 80% after it."""
-    box = make_container(Limits((None,), 20.0))
+    box = make_container(Limits((None,), 2_000))
     proc = start_load(box, 1.6, 1000)
     time.sleep(0.7)
     written = time.monotonic_ns()
-    box.set_limits(Limits((None,), 80.0))
+    box.set_limits(Limits((None,), 8_000))
     result = finish_load(proc)
     before = result.window_share(written - 400_000_000, written)
     after = result.window_share(written + 200_000_000, written + 800_000_000)
@@ -67,9 +67,9 @@ def test_elastic_mode_uses_idle_gpu_time_and_hard_mode_does_not(
     """Alone on the GPU, an elastic 20% container grows well past its share;
     a hard 20% container stays near it."""
     elastic = finish_load(
-        start_load(make_container(Limits((None,), 20.0, Mode.ELASTIC)), 1.2, 1000)
+        start_load(make_container(Limits((None,), 2_000, Mode.ELASTIC)), 1.2, 1000)
     )
-    hard = finish_load(start_load(make_container(Limits((None,), 20.0, Mode.HARD)), 0.6, 1000))
+    hard = finish_load(start_load(make_container(Limits((None,), 2_000, Mode.HARD)), 0.6, 1000))
     assert elastic.share > 0.5
     assert hard.share < 0.35
 
@@ -82,8 +82,8 @@ def test_elastic_mode_does_not_take_a_busy_co_runners_share(
     5 ms: each time a launcher runs it books more GPU time ahead, so a launcher
     descheduled on a loaded machine leaves the GPU idle (time the elastic
     container may rightly take) less often than with 1 ms kernels."""
-    elastic = start_load(make_container(Limits((None,), 30.0, Mode.ELASTIC)), 1.5, 5000)
-    hard = start_load(make_container(Limits((None,), 70.0, Mode.HARD)), 1.5, 5000)
+    elastic = start_load(make_container(Limits((None,), 3_000, Mode.ELASTIC)), 1.5, 5000)
+    hard = start_load(make_container(Limits((None,), 7_000, Mode.HARD)), 1.5, 5000)
     mine, other = finish_load(elastic), finish_load(hard)
     shares = f"elastic {mine.share:.3f}, hard {other.share:.3f}"
     assert other.share > 0.55, shares
@@ -97,7 +97,7 @@ def test_busy_time_launches_and_throttling_are_written_to_the_region(
 ) -> None:
     """The library's measured busy time (events around launches) agrees with
     the fake GPU's own account; launches and throttled time are counted."""
-    box = make_container(Limits((None,), 40.0))
+    box = make_container(Limits((None,), 4_000))
     result = finish_load(start_load(box, 0.6, 1000))
     (proc,) = read_usage(box.region).processes
     fake_busy = result.busy_at[-1]

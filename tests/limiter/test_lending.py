@@ -55,7 +55,7 @@ def _borrower(
     make_container: Callable[..., FakeContainer], lc: FakeContainer, **lending: object
 ) -> FakeContainer:
     """A BE container at 30% that borrows 50% from ``lc`` as lender 0."""
-    be = make_container(Limits((None,), 30.0, lent_bp=(5000,), **lending))  # type: ignore[arg-type]
+    be = make_container(Limits((None,), 3_000, lent_bp=(5000,), **lending))  # type: ignore[arg-type]
     link_lender(be.region, 0, lc.region)
     return be
 
@@ -121,7 +121,7 @@ def test_missing_or_foreign_lender_files_lend_nothing(
     """A BE container at 30% whose four lenders' files are missing, of another
     layout version, truncated or not a file runs at its own share, with no
     error and no refusal (every launch succeeds), and says nothing on stderr."""
-    be = make_container(Limits((None,), 30.0, lent_bp=(5000,) * 4))
+    be = make_container(Limits((None,), 3_000, lent_bp=(5000,) * 4))
     _write_foreign_lenders(be, lc)
     assert all(lender_usage(be.region, k) is None for k in range(4))
     out, err = start_load(be, 1.2, 1000).communicate(timeout=120)
@@ -136,11 +136,11 @@ def test_a_lender_linked_at_run_time_is_seen(
 ) -> None:
     """Lending switched on while the BE container runs (limits written, then
     lenders/0 linked) raises its share within about a second."""
-    be = make_container(Limits((None,), 30.0))
+    be = make_container(Limits((None,), 3_000))
     proc = start_load(be, 3.0, 1000)
     time.sleep(0.8)
     changed = time.monotonic_ns()
-    write_limits(be.region, Limits((None,), 30.0, lent_bp=(5000,)))
+    write_limits(be.region, Limits((None,), 3_000, lent_bp=(5000,)))
     link_lender(be.region, 0, lc.region)
     result = finish_load(proc)
     assert result.window_share(result.t_ns[0] + 200 * MS, changed - 50 * MS) <= 0.45
@@ -227,10 +227,10 @@ def test_concurrent_begins_and_ends_from_processes_balance(tmp_path: Path) -> No
 
 def test_lending_limits_round_trip(tmp_path: Path) -> None:
     """Lent shares and the staleness limit are written and read back."""
-    limits = Limits((None,), 30.0, lent_bp=(5000, 0, 2500), lend_stale_ms=750)
+    limits = Limits((None,), 3_000, lent_bp=(5000, 0, 2500), lend_stale_ms=750)
     region = create_region(tmp_path / "r", limits)
     assert read_limits(region) == limits
-    write_limits(region, Limits((None,), 30.0))
+    write_limits(region, Limits((None,), 3_000))
     assert read_limits(region).lent_bp == ()
     assert read_limits(region).lend_stale_ms == layout.LEND_STALE_MS
 
@@ -249,7 +249,7 @@ def test_lending_limits_round_trip(tmp_path: Path) -> None:
 def test_bad_lending_limits_name_the_field(kwargs: dict[str, object], message: str) -> None:
     """Out-of-range lending limits raise ValueError naming the field."""
     with pytest.raises(ValueError, match=message):
-        Limits((None,), 30.0, **kwargs)  # type: ignore[arg-type]
+        Limits((None,), 3_000, **kwargs)  # type: ignore[arg-type]
 
 
 def test_a_lender_index_out_of_range_is_refused(tmp_path: Path) -> None:

@@ -19,11 +19,11 @@ def test_limits_round_trip_and_update_in_place(tmp_path: Path) -> None:
     """Limits written at creation and by a later update read back unchanged;
     the update keeps the file (same inode, so mappings see it) and advances
     the seqlock generation by two (even: no write in progress)."""
-    region = create_region(tmp_path / "r", Limits((1 << 30, None), 40.0))
-    assert read_limits(region) == Limits((1 << 30, None), 40.0, Mode.HARD)
+    region = create_region(tmp_path / "r", Limits((1 << 30, None), 4_000))
+    assert read_limits(region) == Limits((1 << 30, None), 4_000, Mode.HARD)
     inode = (region / "limits").stat().st_ino
-    write_limits(region, Limits((2 << 30,), 75.5, Mode.ELASTIC, burst_us=5000))
-    assert read_limits(region) == Limits((2 << 30,), 75.5, Mode.ELASTIC, 5000)
+    write_limits(region, Limits((2 << 30,), 7_550, Mode.ELASTIC, burst_us=5000))
+    assert read_limits(region) == Limits((2 << 30,), 7_550, Mode.ELASTIC, 5000)
     assert (region / "limits").stat().st_ino == inode
     data = (region / "limits").read_bytes()
     generation = int.from_bytes(data[16:24], "little")
@@ -41,7 +41,8 @@ def test_new_region_has_empty_usage(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"memory_bytes": (1,), "share_pct": 101.0}, "share_pct"),
+        ({"memory_bytes": (1,), "share_bp": 10_001}, "share_bp"),
+        ({"memory_bytes": (1,), "share_bp": 50.0}, "share_bp"),
         ({"memory_bytes": (-1,)}, "memory caps"),
         ({"memory_bytes": (None,) * 9}, "at most 8 devices"),
         ({"memory_bytes": (1,), "burst_us": 0}, "burst_us"),

@@ -26,7 +26,7 @@ def test_environment_variables_cannot_raise_a_limit(
     make_container: Callable[..., FakeContainer], probes: Callable[..., Probe]
 ) -> None:
     """With every limit-sounding variable set high, the cap still refuses."""
-    box = make_container(Limits((4 * MiB,), share_pct=50.0))
+    box = make_container(Limits((4 * MiB,), share_bp=5000))
     probe = probes(box, RAISING_ENV)
     assert probe.ask(f"alloc alloc {3 * MiB}").startswith("ok")
     assert probe.ask(f"alloc alloc {2 * MiB}") == "oom"
@@ -56,9 +56,9 @@ def test_writing_the_limits_from_inside_the_container_fails(
     """A container process cannot open its limits file for writing, cannot
     make its read-only mapping writable, cannot map it writable; the limits
     and the cap stay as the node set them."""
-    box = make_container(Limits((4 * MiB,), share_pct=30.0))
+    box = make_container(Limits((4 * MiB,), share_bp=3000))
     probe = probes(box)
     attack = probe.ask(f"attack {box.region / 'limits'}")
     assert attack.split() == ["open-rw:denied", "mprotect:denied", "mmap-rw:denied"]
-    assert read_limits(box.region) == Limits((4 * MiB,), share_pct=30.0)
+    assert read_limits(box.region) == Limits((4 * MiB,), share_bp=3000)
     assert probe.ask(f"alloc alloc {5 * MiB}") == "oom"

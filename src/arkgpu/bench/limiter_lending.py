@@ -33,6 +33,7 @@ from arkgpu.client import LatencyReporter
 from arkgpu.limiter import Limits, link_lender
 from arkgpu.limiter.benchmarking import finish_load, start_load, timed_calls
 from arkgpu.limiter.containers import FakeContainer, make_world_readable
+from arkgpu.model.shares import share_bp
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,9 @@ class LendingBench:
         """An LC container and a BE container at ``be_share`` borrowing from it."""
         lc = self.container(Limits((None,)))
         lent = round(self.config.lent_pct * 100)
-        be = self.container(Limits((None,), be_share, lent_bp=(lent,), lend_stale_ms=60_000))
+        be = self.container(
+            Limits((None,), share_bp(be_share / 100), lent_bp=(lent,), lend_stale_ms=60_000)
+        )
         link_lender(be.region, 0, lc.region)
         return lc, be
 
@@ -103,7 +106,7 @@ class LendingBench:
 
     def check_cost(self) -> dict[str, object]:
         """Added ns per paced launch with one lender, alternating with none."""
-        plain = self.container(Limits((None,), 99.0))
+        plain = self.container(Limits((None,), 9_900))
         _, lending = self.pair(99.0)
         cases = []
         for _ in range(self.config.repeats):

@@ -32,6 +32,7 @@ from matplotlib.figure import Figure
 from arkgpu.limiter import native
 from arkgpu.limiter.containers import FakeContainer, make_world_readable
 from arkgpu.limiter.region import Limits, Mode
+from arkgpu.model.shares import share_bp
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,9 @@ class Bench:
         """A new container with no memory cap and this compute share."""
         self._count += 1
         return FakeContainer.create(
-            self.workdir / f"c{self._count}", self.workdir / "fakegpu", Limits((None,), share, mode)
+            self.workdir / f"c{self._count}",
+            self.workdir / "fakegpu",
+            Limits((None,), share_bp(share / 100), mode),
         )
 
     def overhead(self, mode: str, calls: int, per: float) -> dict[str, object]:
@@ -203,7 +206,7 @@ class Bench:
         proc = start_load(box, 1.6, cfg.kernel_us)
         time.sleep(0.7)
         written = time.monotonic_ns()
-        box.set_limits(Limits((None,), after))
+        box.set_limits(Limits((None,), share_bp(after / 100)))
         result = finish_load(proc)
         window = int(cfg.change_window_ms * 1e6)
         latency = result.first_within(

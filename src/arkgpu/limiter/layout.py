@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ctypes
 
+from arkgpu.model.shares import SHARE_FULL_BP
+
 LAYOUT_VERSION = 2
 LIMITS_MAGIC = 0x53544D494C4B5241  # "ARKLIMTS"
 USAGE_MAGIC = 0x45474153554B5241  # "ARKUSAGE"
@@ -16,7 +18,7 @@ MAX_PROCS = 64
 LATENCY_SLOTS = 1024
 MAX_LENDERS = 8
 LEND_STALE_MS = 5000
-SHARE_FULL = 10000
+SHARE_FULL = SHARE_FULL_BP
 MEM_UNLIMITED = (1 << 64) - 1
 LOCK_BYTES = 64
 #: Memory kinds in the order of ``enum arkgpu_kind``.

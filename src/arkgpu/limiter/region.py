@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from arkgpu.limiter import layout
+from arkgpu.model.shares import SHARE_FULL_BP, check_share_bp
 
 LIMITS_FILE = "limits"
 USAGE_FILE = "usage"
@@ -42,8 +43,9 @@ class Limits:
 
     memory_bytes: tuple[int | None, ...]
     """Memory cap per GPU ordinal in bytes; None means no cap."""
-    share_pct: float = 100.0
-    """Compute share of each GPU in percent (0-100); 100 turns pacing off."""
+    share_bp: int = SHARE_FULL_BP
+    """Compute share of each GPU in basis points (0..10000, :mod:`arkgpu.model.shares`);
+    the whole GPU turns pacing off."""
     mode: Mode = Mode.HARD
     """Hard or elastic compute limit."""
     burst_us: int = 20_000
@@ -60,8 +62,7 @@ class Limits:
     containers, so time decides; 5 s is far above an inference batch's time."""
 
     def __post_init__(self) -> None:
-        if not 0 <= self.share_pct <= 100:
-            raise ValueError(f"share_pct must be within 0..100, got {self.share_pct}")
+        check_share_bp(self.share_bp, "share_bp")
         if len(self.memory_bytes) > layout.MAX_DEVICES:
             raise ValueError(
                 f"memory_bytes: at most {layout.MAX_DEVICES} devices, got {len(self.memory_bytes)}"
@@ -80,11 +81,7 @@ class Limits:
                 f"lent_bp: at most {layout.MAX_LENDERS} lenders, got {len(self.lent_bp)}"
             )
         for k, bp in enumerate(self.lent_bp):
-            if not isinstance(bp, int) or not 0 <= bp <= layout.SHARE_FULL:
-                raise ValueError(
-                    f"lent_bp[{k}] must be an integer within 0..{layout.SHARE_FULL}"
-                    f" basis points, got {bp!r}"
-                )
+            check_share_bp(bp, f"lent_bp[{k}]")
         if not isinstance(self.lend_stale_ms, int) or not 0 < self.lend_stale_ms < 2**32:
             raise ValueError(
                 f"lend_stale_ms must be a positive integer, got {self.lend_stale_ms!r}"
@@ -147,7 +144,7 @@ def _limits_struct(limits: Limits, generation: int) -> layout.LimitsStruct:
     s.magic, s.version, s.size = layout.LIMITS_MAGIC, layout.LAYOUT_VERSION, ctypes.sizeof(s)
     s.generation = generation
     s.mode = layout.MODE_ELASTIC if limits.mode is Mode.ELASTIC else layout.MODE_HARD
-    s.share_bp = round(limits.share_pct * layout.SHARE_FULL / 100)
+    s.share_bp = limits.share_bp
     s.num_devices = len(limits.memory_bytes)
     s.burst_us = limits.burst_us
     for i, cap in enumerate(limits.memory_bytes):
@@ -256,7 +253,7 @@ def read_limits(directory: Path) -> Limits:
     mode = Mode.ELASTIC if s.mode == layout.MODE_ELASTIC else Mode.HARD
     return Limits(
         caps,
-        s.share_bp * 100 / layout.SHARE_FULL,
+        min(int(s.share_bp), SHARE_FULL_BP),
         mode,
         int(s.burst_us),
         tuple(int(bp) for bp in s.lent_bp[: s.lend_count]),
