@@ -60,5 +60,5 @@ wheel:
 	$(PYTHON) -m pip wheel --no-deps -w dist .
 
 clean:
-	rm -rf $(VENV) build dist .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist .mypy_cache .ruff_cache src/arkgpu.egg-info
 	$(MAKE) -C src/arkgpu/limiter/native clean
