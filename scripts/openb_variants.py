@@ -9,12 +9,12 @@
 * ``pods_cpuheavy.csv``: the default trace with every CPU-only pod three times.
 * With ``--seed``/``--spec-share``/``--name``: only ``pods_NAME.csv``, a
   ``gpu_spec`` draw of that share and seed (fresh draws for the policy's
-  later changes; docs/BENCHMARKS.md says which draw judged which change).
+  later changes; docs/studies/placement-own-variants.md says which draw
+  judged which change).
 * With ``--cpu-copies N`` (and ``--name``): only ``pods_NAME.csv``, every
   CPU-only pod N times.
 
-See docs/BENCHMARKS.md, "Robustness on traces it was never run on", for what
-each file was used for.
+See docs/studies/placement-own-variants.md for what each file was used for.
 """
 
 from __future__ import annotations
