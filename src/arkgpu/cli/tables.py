@@ -11,8 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
+from rich.text import Text
 
 from arkgpu.cli.figures import NA
 
@@ -35,6 +36,19 @@ class Column:
     """Right-aligned figures (True) or left-aligned labels (False)."""
 
 
+class NotedTable(Table):
+    """A rich table whose caption prints below it as one paragraph at full width."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        caption, self.caption = self.caption, None
+        try:
+            yield from super().__rich_console__(console, options)
+        finally:
+            self.caption = caption
+        if caption:
+            yield Text(str(caption))
+
+
 def label(header: str) -> Column:
     """A left-aligned label column."""
     return Column(header, None, numeric=False)
@@ -44,7 +58,7 @@ def make_table(
     title: str, columns: Sequence[Column], notes: Iterable[str] = (), na: str | None = None
 ) -> Table:
     """A table in the project's style; ``na`` says what ``n/a`` means here."""
-    table = Table(title=title, caption=_caption(columns, notes, na), caption_justify="left")
+    table = NotedTable(title=title, caption=_caption(columns, notes, na))
     for column in columns:
         arrow = f" {ARROWS[column.better]}" if column.better else ""
         table.add_column(f"{column.header}{arrow}", justify="right" if column.numeric else "left")
