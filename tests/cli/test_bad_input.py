@@ -284,7 +284,19 @@ def _generated() -> Iterator[Case]:
                 yield Case(f"{' '.join(path)} {name} {value!r}: refused", argv, str(expect), name)
 
 
-ALL_CASES = (*CASES, *_generated())
+def _groups_without_command() -> Iterator[Case]:
+    """Each group named without one of its commands."""
+    for name, child in _subcommands(build_parser()).items():
+        if _subcommands(child):
+            yield Case(f"{name} without a command", (name,), "COMMAND", "-")
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(subs[0].choices) if subs else {}
+
+
+ALL_CASES = (*CASES, *_generated(), *_groups_without_command())
 
 
 @pytest.fixture(scope="module")

@@ -331,8 +331,14 @@ def _reason(exc: Exception, path: Path | str) -> str:
     return text if str(path) in text else f"{path}: {text}"
 
 
+def _escaped(text: str) -> str:
+    """``text`` safe in argparse help, which %-formats it."""
+    return text.replace("%", "%%")
+
+
 def json_option(parser: argparse.ArgumentParser, what: str, required: bool = False) -> None:
     """Add ``--json [PATH]``: write ``what`` as JSON to PATH (bare or ``-``: standard output)."""
+    what = _escaped(what)
     parser.add_argument(
         "--json",
         dest="json_out",
@@ -348,6 +354,7 @@ def json_option(parser: argparse.ArgumentParser, what: str, required: bool = Fal
 
 def plot_option(parser: argparse.ArgumentParser, what: str) -> None:
     """Add ``--plot PATH``: draw ``what`` as a PNG at PATH (folders created)."""
+    what = _escaped(what)
     parser.add_argument(
         "--plot",
         metavar="PATH",
