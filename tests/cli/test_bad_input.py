@@ -403,3 +403,18 @@ def test_an_unexpected_error_is_one_line_unless_debugging(
     monkeypatch.setenv("ARKGPU_DEBUG", "1")
     with pytest.raises(RuntimeError, match="boom"):
         main(["colocate", "mps-check"])
+
+
+def test_a_missing_key_in_our_own_data_is_a_bug(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plain KeyError is not blamed on the user: exit 70, not 2."""
+    from arkgpu.cli import colocate  # noqa: PLC0415
+
+    def broken(args: argparse.Namespace) -> int:
+        return int({}["summaries"])
+
+    monkeypatch.setattr(colocate, "_mps_check", broken)
+    monkeypatch.delenv("ARKGPU_DEBUG", raising=False)
+    assert main(["colocate", "mps-check"]) == 70
+    assert "internal error (a bug): KeyError" in capsys.readouterr().err

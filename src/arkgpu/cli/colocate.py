@@ -32,7 +32,7 @@ from arkgpu.sim.colocation.running import default_truth
 from arkgpu.sim.colocation.scenarios import Scenario, load_scenario, shipped_scenarios
 from arkgpu.traces.profiles import default_profile_dir, load_mps_profiles, load_solo_profiles
 
-mode_list = name_list(lambda: ALL_MODES, all_word="all")
+mode_list = name_list(lambda: ALL_MODES, all_word="all", noun="modes")
 """An argparse type: 'all' or a comma list of sharing modes."""
 
 
@@ -48,8 +48,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--mode",
         required=True,
         metavar="MODE",
-        choices=ALL_MODES,
-        help=f"sharing mode: one of {', '.join(ALL_MODES)} (required)",
+        type=mode_list,
+        help=f"sharing mode: one of {', '.join(ALL_MODES)}, or a comma list (required)",
     )
     seed_option(run, 1)
     json_option(run, "the run's document")
@@ -132,7 +132,7 @@ def _emit(out: Output | None, doc: dict[str, Any]) -> bool:
 
 def _run(args: argparse.Namespace) -> int:
     check_scenario(args.scenario)
-    spec = BenchSpec(args.scenario, (args.mode,), (args.seed,))
+    spec = BenchSpec(args.scenario, args.mode, (args.seed,))
     doc = json_ready(run_bench(spec, jobs=1))
     if _emit(args.json_out, doc):
         return 0

@@ -159,11 +159,7 @@ def show_command(args: argparse.Namespace) -> int:
     """Print a region's limits and per-process usage."""
     with reading("region", args.region):
         limits, usage = read_limits(args.region), read_usage(args.region)
-    caps = ", ".join("no cap" if b is None else figures.size(b) for b in limits.memory_bytes)
-    print(
-        f"limits: memory per GPU {caps or 'none'}; compute share {limits.share_bp / 100:g}% "
-        f"({limits.mode.name.lower()}); burst {figures.duration(limits.burst_us / 1e6)}"
-    )
+    print(f"limits: {limits}")
     used = usage.used_bytes[: max(len(limits.memory_bytes), 1)]
     print(f"used per GPU: {', '.join(figures.size(b) for b in used)}")
     for p in usage.processes:
@@ -182,8 +178,7 @@ def _print_lenders(region: Path, limits: Limits) -> None:
     """One line per lender: its lent share and what lenders/<k> says now."""
     if not limits.lent_bp:
         return
-    stale = figures.scaled_duration(limits.lend_stale_ms, figures.MS)
-    print(f"lending: {len(limits.lent_bp)} lenders, stale after {stale}")
+    print(f"lending: {len(limits.lent_bp)} lenders, stale after {limits.lend_stale_ms} ms")
     now = time.monotonic_ns()
     for k, bp in enumerate(limits.lent_bp):
         lender = lender_usage(region, k)
@@ -192,4 +187,4 @@ def _print_lenders(region: Path, limits: Limits) -> None:
         else:
             lending = "lending" if lends_now(lender, limits.lend_stale_ms, now) else "not lending"
             state = f"{lender.batches_in_flight} batches in flight, {lending}"
-        print(f"  lender {k}: {bp / 100:g}% lent; {state}")
+        print(f"  lender {k}: {bp} bp; {state}")

@@ -88,13 +88,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler: Callable[[argparse.Namespace], int] = args.handler
         prepare_outputs(args)
         return handler(args)
-    except (CliError, ValueError, OSError, KeyError) as exc:
-        _say(f"error: {_one_line(exc)}")
-        return USAGE_ERROR
     except KeyboardInterrupt:
         _say("interrupted")
         return 130
     except Exception as exc:
+        if _is_user_error(exc):
+            _say(f"error: {_one_line(exc)}")
+            return USAGE_ERROR
         if os.environ.get(DEBUG_VARIABLE) == "1":
             raise
         _say(
@@ -102,6 +102,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"run with {DEBUG_VARIABLE}=1 for the traceback"
         )
         return BUG
+
+
+def _is_user_error(exc: Exception) -> bool:
+    """Bad input rather than a bug: our own errors, a bad value or file, an unknown name.
+
+    A plain KeyError is a bug (a missing key in our own data); the project's lookups
+    raise their own KeyError subclasses for a name the user gave.
+    """
+    from arkgpu.model.gpus import UnknownGpuModelError  # noqa: PLC0415 (not at start-up)
+
+    return isinstance(exc, CliError | ValueError | OSError | UnknownGpuModelError)
 
 
 def _one_line(exc: BaseException) -> str:

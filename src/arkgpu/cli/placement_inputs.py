@@ -21,7 +21,7 @@ def policy_names() -> tuple[str, ...]:
     return tuple(POLICIES.names())
 
 
-policy_list = name_list(policy_names)
+policy_list = name_list(policy_names, noun="policies")
 """An argparse type: a comma list of policy names."""
 
 

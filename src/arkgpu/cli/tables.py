@@ -1,5 +1,8 @@
 """The command line's one table style (rich), with which way is better in every header.
 
+The style: a left-aligned title, a rule under the header and no other lines (rows copy
+and paste as plain text), figures right-aligned, notes below the table.
+
 A column is declared with :class:`Column`; its header shows ``↓`` when lower is better
 and ``↑`` when higher is better, and the table's caption explains the arrows and what
 ``n/a`` means for this table.
@@ -11,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from rich import box
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
@@ -37,14 +41,17 @@ class Column:
 
 
 class NotedTable(Table):
-    """A rich table whose caption prints below it as one paragraph at full width."""
+    """A rich table whose title and caption print at full width, above and below it."""
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        caption, self.caption = self.caption, None
+        title, caption = self.title, self.caption
+        self.title = self.caption = None
+        if title:
+            yield Text(str(title), style="bold")
         try:
             yield from super().__rich_console__(console, options)
         finally:
-            self.caption = caption
+            self.title, self.caption = title, caption
         if caption:
             yield Text(str(caption))
 
@@ -58,7 +65,12 @@ def make_table(
     title: str, columns: Sequence[Column], notes: Iterable[str] = (), na: str | None = None
 ) -> Table:
     """A table in the project's style; ``na`` says what ``n/a`` means here."""
-    table = NotedTable(title=title, caption=_caption(columns, notes, na))
+    table = NotedTable(
+        title=title,
+        caption=_caption(columns, notes, na),
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+    )
     for column in columns:
         arrow = f" {ARROWS[column.better]}" if column.better else ""
         table.add_column(f"{column.header}{arrow}", justify="right" if column.numeric else "left")
