@@ -50,7 +50,8 @@ def test_sizes_in_binary_units(num_bytes: int, text: str) -> None:
 def test_rates_changes_and_counts() -> None:
     """Rates take k/M prefixes; a ratio prints as a signed change; counts get separators."""
     assert figures.rate(1234.5, "req") == "1.23 k req/s"
-    assert figures.rate(0.5) == "0.50 /s"
+    assert figures.rate(0.5) == "0.50/s"
+    assert figures.rate(1234.5) == "1.23 k/s"
     assert figures.change(1.25) == "+25.0%"
     assert figures.change(float("inf")) == "n/a"
     assert figures.count(1523) == "1,523"

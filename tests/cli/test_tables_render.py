@@ -63,7 +63,7 @@ COLOCATION_DOC: dict[str, Any] = {
 def test_colocation_tables_use_human_units_and_na() -> None:
     """Rates with prefixes, durations in h/min, a skipped mode and an infinite ratio as n/a."""
     text = _text(colocate_tables.bench_table(COLOCATION_DOC))
-    assert "1.23 k req/s" in text
+    assert "1.23 k/s" in text
     assert "19 h 30 min" in text  # 70225 s of CPU
     assert "needs A100" in text
     assert "seeds 1-3" in text

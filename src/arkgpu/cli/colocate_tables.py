@@ -19,31 +19,39 @@ def bench_table(doc: dict[str, Any]) -> Table:
         (
             label("mode"),
             Column("goodput", "higher"),
-            Column("normalised goodput", "higher"),
-            Column("worst SLO attainment", "higher"),
-            Column("LC throughput", "higher"),
-            Column("BE throughput, GPUs' worth", "higher"),
+            Column("norm. goodput", "higher"),
+            Column("worst SLO", "higher"),
+            Column("LC tput", "higher"),
+            Column("BE GPUs", "higher"),
             Column("GPUs used", "lower"),
-            Column("GPU utilisation", "higher"),
-            Column("run time wall / CPU"),
+            Column("GPU util", "higher"),
+            Column("wall"),
+            Column("CPU"),
         ),
-        notes=(doc["note"],),
-        na="the mode does not apply to this scenario (reason in the row)",
+        notes=(
+            "goodput: requests/s served within their target; norm.: over each service's "
+            "goodput alone on a GPU; worst SLO: the lowest service's % of requests within "
+            "target; BE GPUs: best-effort training done, in whole GPUs' worth",
+            doc["note"],
+            *(f"{mode} skipped: {reason}" for mode, reason in doc["skipped"].items()),
+        ),
+        na="the mode does not apply to this scenario (reason below)",
     )
     for mode, e in doc["modes"].items():
         table.add_row(
             mode,
-            figures.rate(e["goodput_rps"], "req"),
+            figures.rate(e["goodput_rps"]),
             f"{e['normalized_goodput']:.3f}",
             figures.percent(e["slo_attainment_min_pct"]),
-            figures.rate(e["lc_throughput_rps"], "req"),
+            figures.rate(e["lc_throughput_rps"]),
             f"{e['be_throughput_norm']:.3f}",
             f"{e['gpus_used']:.1f}",
             figures.percent(e["gpu_util_pct"], 1),
-            f"{figures.duration(e['wall_s'])} / {figures.duration(e['cpu_s'])}",
+            figures.duration(e["wall_s"]),
+            figures.duration(e["cpu_s"]),
         )
-    for mode, reason in doc["skipped"].items():
-        table.add_row(mode, figures.NA, f"({reason})", *[""] * 6)
+    for mode in doc["skipped"]:
+        table.add_row(mode, *[figures.NA] * 9)
     return table
 
 
@@ -89,7 +97,7 @@ def run_tables(doc: dict[str, Any]) -> Table:
             label("state"),
             Column("SLO attainment", "higher"),
             Column("p99 latency (target)", "lower"),
-            Column("BE throughput, GPUs' worth", "higher"),
+            Column("BE GPUs", "higher"),
         ),
         na="no request served (p99) or not a figure of this kind of service",
     )

@@ -63,10 +63,10 @@ def size(num_bytes: float | None) -> str:
 
 
 def rate(per_second: float | None, what: str = "") -> str:
-    """``1234.5, 'req'`` -> ``1.23 k req/s``; ``0.5`` -> ``0.50 /s``."""
+    """``1234.5, 'req'`` -> ``1.23 k req/s``; ``1234.5`` -> ``1.23 k/s``; ``0.5`` -> ``0.50/s``."""
     if per_second is None or not math.isfinite(per_second):
         return NA
-    unit = f" {what}/s" if what else " /s"
+    unit = f" {what}/s" if what else "/s"
     for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(per_second) >= scale:
             return f"{_digits(per_second / scale)} {prefix}{unit}"

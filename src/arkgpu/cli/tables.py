@@ -24,7 +24,7 @@ from arkgpu.cli.figures import NA
 Better = Literal["lower", "higher"]
 
 ARROWS: dict[Better, str] = {"lower": "↓", "higher": "↑"}
-WIDTH = 120
+WIDTH = 132
 """Console width in characters: the same layout on a terminal, in a pipe and in a test."""
 
 
@@ -70,10 +70,15 @@ def make_table(
         caption=_caption(columns, notes, na),
         box=box.SIMPLE_HEAD,
         show_edge=False,
+        collapse_padding=True,
     )
     for column in columns:
         arrow = f" {ARROWS[column.better]}" if column.better else ""
-        table.add_column(f"{column.header}{arrow}", justify="right" if column.numeric else "left")
+        table.add_column(
+            f"{column.header}{arrow}",
+            justify="right" if column.numeric else "left",
+            no_wrap=not column.numeric,
+        )
     return table
 
 
