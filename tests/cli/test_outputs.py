@@ -40,3 +40,24 @@ def test_a_bad_output_path_fails_before_any_work(
     assert main([*argv, "--plot", f"{blocker}/p.png"]) == 2
     assert "--plot" in capsys.readouterr().err
     assert not (tmp_path / "ok.json").exists()
+
+
+TINY_SCENARIO = (
+    '[scenario]\nname = "t"\ngpus = 2\nday_s = 60.0\nduration_s = 10.0\n'
+    '[[lc]]\nname = "a"\nmodel = "resnet50"\ntarget_ms = 25.0\npeak_rps = 150.0\n'
+    'mem_mib = 2048\n[[be]]\nname = "t"\nmodel = "vgg19"\niterations = 1000000000\n'
+    "mem_mib = 8192\n"
+)
+
+
+def test_colocate_bench_plot_is_a_png_file(tmp_path: Path) -> None:
+    """``colocate bench --plot PATH`` writes one PNG at PATH (folders created), like every
+    other ``--plot``; ``--json`` beside it writes the document."""
+    scenario = tmp_path / "t.toml"
+    scenario.write_text(TINY_SCENARIO)
+    png, doc = tmp_path / "figs" / "ark.png", tmp_path / "out" / "bench.json"
+    argv = ["colocate", "bench", "--scenario", str(scenario), "--modes", "arkgpu"]
+    assert main([*argv, "--seeds", "1", "--plot", str(png), "--json", str(doc)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert list(png.parent.iterdir()) == [png]
+    assert json.loads(doc.read_text())["seeds"] == [1]
