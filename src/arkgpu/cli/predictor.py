@@ -283,7 +283,7 @@ def run_show(args: argparse.Namespace) -> int:
         ),
         notes=(
             f"*: estimated as inference latency x {predictor.config.training_factor:g} "
-            "(forward + backward), not measured",
+            "(forward+backward), not measured",
         ),
     )
     for share, latency, throughput, training in rows:
