@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from arkgpu.sim.placing import ExperimentConfig, run_placement
 from arkgpu.traces.catalog import (
     TraceRef,
     default_node_list,
+    openb_search_dirs,
     published_allocation_curves,
     published_unallocated,
     resolve_pod_trace,
@@ -37,12 +37,8 @@ from arkgpu.traces.openb import load_nodes, load_pods
 
 
 def trace_dirs() -> list[Path]:
-    """Where openb names other than ``default`` are looked up.
-
-    ``$ARKGPU_OPENB_DIR`` first, then ``../shared/data/openb`` beside the current directory.
-    """
-    dirs = [Path(d) for d in os.environ.get("ARKGPU_OPENB_DIR", "").split(os.pathsep) if d]
-    return [*dirs, Path.cwd().parent / "shared" / "data" / "openb"]
+    """Where openb names other than ``default`` are looked up (see :func:`openb_search_dirs`)."""
+    return openb_search_dirs()
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
