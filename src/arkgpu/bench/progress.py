@@ -37,7 +37,8 @@ class ProgressConfig:
 
     interval_s: float = 5.0
     """Seconds between plain lines when standard error is not a terminal (default 5 s):
-    often enough that a log shows the run is alive, rarely enough to stay readable."""
+    often enough that a log shows the run is alive, rarely enough to stay readable.
+    0 prints a line at every step and no "still running" line."""
     bar: bool | None = None
     """Force the terminal bar (True) or the plain lines (False); None: bar on a terminal."""
 
@@ -89,8 +90,9 @@ class ProgressReporter:
             self._task = self._bar.add_task(self.label, total=self.total)
         else:
             self._line(f"{self.label}: {self.total} steps")
-            self._heartbeat = threading.Thread(target=self._beat, daemon=True)
-            self._heartbeat.start()
+            if self.config.interval_s > 0:
+                self._heartbeat = threading.Thread(target=self._beat, daemon=True)
+                self._heartbeat.start()
         return self
 
     def __exit__(

@@ -220,9 +220,9 @@ def _series_figures(results: DemoResults, out: Path) -> tuple[Figure, ...]:
             "colocation-arkgpu-series.png",
             "time series of LC load, LC and BE compute shares and p99 over target",
             f"As each service's load follows its daily curve, the adjustment unit moves compute "
-            f"share between LC services and BE jobs; the p99 of every period stays under its "
-            f"target (below the dashed line) for {run.slo_attainment_min_pct:.2f}% of requests "
-            f"or more.",
+            f"share between the LC services and the BE jobs, keeping each period's p99 latency "
+            f"under its target (below the dashed line); the worst service has "
+            f"{run.slo_attainment_min_pct:.2f}% of its requests within target.",
             f"arkgpu colocate bench --scenario {run.scenario} --modes arkgpu --seeds {run.seed} "
             "--plot out/plots",
         ),
