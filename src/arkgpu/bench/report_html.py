@@ -30,7 +30,7 @@ body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto;
 h1 { margin-bottom: 0.2em; } h2 { margin-top: 2em; border-bottom: 1px solid #ddd; }
 figure { margin: 1em 0; } img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { margin-top: 0.4em; } code, pre { background: #f4f4f4; border-radius: 3px; }
-pre { padding: 0.5em; overflow-x: auto; } .meta { color: #666; font-size: 0.9em; }
+pre { padding: 0.5em; white-space: pre-wrap; } .meta { color: #666; font-size: 0.9em; }
 .shrunk { background: #fff8e1; padding: 0.6em 1em; border-left: 4px solid #f0b400; }
 .failed { background: #fdecea; padding: 0.6em 1em; border-left: 4px solid #d93025; }
 """
@@ -255,7 +255,9 @@ def _limiter_figures(results: DemoResults, out: Path) -> tuple[Figure, ...]:
             "achieved busy share against the compute share set",
             f"Each container is paced to the compute share it is given, alone and beside a busy "
             f"co-runner given the rest of the GPU; the largest error is "
-            f"{report['share_error_pts_max']:.2f} percentage points.",
+            f"{report['share_error_pts_max']:.2f} percentage points over runs of "
+            f"{results.config.limiter.seconds:g} s (the fake GPU keeps time with the CPU's "
+            f"clock, so a loaded machine shows as error).",
             f"arkgpu limiter bench --shares {shares} --plot out/limiter.png",
         ),
     )
