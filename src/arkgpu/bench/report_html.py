@@ -256,8 +256,8 @@ def _limiter_figures(results: DemoResults, out: Path) -> tuple[Figure, ...]:
             f"Each container is paced to the compute share it is given, alone and beside a busy "
             f"co-runner given the rest of the GPU; the largest error is "
             f"{report['share_error_pts_max']:.2f} percentage points over runs of "
-            f"{results.config.limiter.seconds:g} s (the fake GPU keeps time with the CPU's "
-            f"clock, so a loaded machine shows as error).",
+            f"{results.config.limiter.seconds:g} s (real processes: on a loaded machine their "
+            f"late wake-ups show as error).",
             f"arkgpu limiter bench --shares {shares} --plot out/limiter.png",
         ),
     )
