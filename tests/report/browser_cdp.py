@@ -51,7 +51,7 @@ def find_browser() -> str | None:
 class WebSocket:
     """A client WebSocket: text frames out (masked), whole messages in."""
 
-    def __init__(self, url: str, timeout_s: float = 60.0) -> None:
+    def __init__(self, url: str, timeout_s: float = 120.0) -> None:
         parsed = urlparse(url)
         self.sock = socket.create_connection((parsed.hostname, parsed.port), timeout=timeout_s)
         key = base64.b64encode(os.urandom(16)).decode()
@@ -211,7 +211,7 @@ def inspect_page(session: Session, url: str, width: int, timeout_s: float) -> Pa
     return PageReport(event_errors(session.events), images, base64.b64decode(shot["data"]))
 
 
-def load_page(page: Path, width: int = 1200, timeout_s: float = 60.0) -> PageReport:
+def load_page(page: Path, width: int = 1200, timeout_s: float = 120.0) -> PageReport:
     """Start headless chromium, inspect ``page`` (a local file), stop chromium."""
     browser = find_browser()
     if browser is None:
