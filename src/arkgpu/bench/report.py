@@ -151,11 +151,31 @@ def merge_modes(config: DemoConfig, docs: dict[str, dict[str, Any]]) -> dict[str
     }
 
 
+class PhaseSteps:
+    """Turns "phase X starts" messages into steps: each new phase ends the previous one."""
+
+    def __init__(self, progress: ProgressReporter) -> None:
+        self.progress, self.current = progress, ""
+
+    def __call__(self, message: str) -> None:
+        if self.current:
+            self.progress.advance(self.current)
+        self.current = message
+        self.progress.note(message)
+
+    def finish(self) -> None:
+        """The last phase ended."""
+        self.progress.advance(self.current or "done")
+
+
 def run_limiter(config: DemoConfig, results: DemoResults) -> None:
     """The limiter bench's share cases on the fake GPU (needs ``make native``)."""
-    with ProgressReporter("limiter on the fake GPU", 1, config.progress) as progress:
-        report = run_bench(config.limiter, progress.note)
-        progress.advance("done")
+    cfg = config.limiter
+    phases = 2 + 2 * len(cfg.shares) + 1 + len(cfg.changes)  # as run_bench announces them
+    with ProgressReporter("limiter on the fake GPU", phases, config.progress) as progress:
+        steps = PhaseSteps(progress)
+        report = run_bench(cfg, steps)
+        steps.finish()
     results.limiter = report
 
 
