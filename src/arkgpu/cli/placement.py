@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 from pathlib import Path
 from typing import Any
@@ -28,17 +27,17 @@ from arkgpu.cli.placement_tools import register_tools
 from arkgpu.cli.placement_variants import register_variants
 from arkgpu.cli.tables import Column, console, label, make_table
 from arkgpu.sim.placing import ExperimentConfig, run_placement
-from arkgpu.traces.catalog import published_allocation_curves, published_unallocated
+from arkgpu.traces.catalog import (
+    openb_search_dirs,
+    published_allocation_curves,
+    published_unallocated,
+)
 from arkgpu.traces.openb import load_nodes, load_pods
 
 
 def trace_dirs() -> list[Path]:
-    """Where openb names other than ``default`` are looked up.
-
-    ``$ARKGPU_OPENB_DIR`` first, then ``../shared/data/openb`` beside the current directory.
-    """
-    dirs = [Path(d) for d in os.environ.get("ARKGPU_OPENB_DIR", "").split(os.pathsep) if d]
-    return [*dirs, Path.cwd().parent / "shared" / "data" / "openb"]
+    """Where openb names other than ``default`` are looked up (see :func:`openb_search_dirs`)."""
+    return openb_search_dirs()
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
