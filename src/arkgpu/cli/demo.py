@@ -7,6 +7,8 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from arkgpu.cli.options import OutputDir, integer, jobs_option, output_dir
+
 PARTS = ("placement", "colocation", "limiter")
 
 
@@ -20,34 +22,33 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "page), its figures as PNG and the measured JSON documents.",
     )
     demo.add_argument(
-        "--out", type=Path, default=Path("out"), help="directory for the report (default: out)"
+        "--out",
+        metavar="DIR",
+        type=output_dir,
+        default=OutputDir(Path("out")),
+        help="folder for the report, created if missing (default: out)",
     )
     demo.add_argument(
-        "--seeds", type=int, default=2, help="placement seeds from 42, at least 1 (default: 2)"
+        "--seeds",
+        metavar="N",
+        type=integer(1, 10),
+        default=2,
+        help="number of placement seeds, from 42 on, 1 to 10 (default: 2)",
     )
+    jobs_option(demo, 2)
     demo.add_argument(
-        "--jobs", type=int, default=2, help="worker processes, at least 1 (default: 2)"
-    )
-    demo.add_argument(
-        "--only", choices=PARTS, action="append", help="run this part only (repeatable)"
+        "--only",
+        metavar="PART",
+        choices=PARTS,
+        action="append",
+        help=f"run this part only: {', '.join(PARTS)}; repeatable (default: every part)",
     )
     demo.set_defaults(handler=cmd_demo)
 
 
-def check(args: argparse.Namespace) -> None:
-    """Every value checked before any work starts; the message names the option."""
-    if args.seeds < 1:
-        raise ValueError(f"--seeds must be at least 1, got {args.seeds}")
-    if args.jobs < 1:
-        raise ValueError(f"--jobs must be at least 1, got {args.jobs}")
-    if args.out.exists() and not args.out.is_dir():
-        raise ValueError(f"--out {args.out}: exists and is not a directory")
-    args.out.mkdir(parents=True, exist_ok=True)
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the parts, print their tables, write the report."""
-    check(args)
+    args.out.prepare()
     from arkgpu.bench import report, report_html  # noqa: PLC0415 - heavy; after the checks
 
     config = dataclasses.replace(
@@ -56,7 +57,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     results = report.run_demo(config, tuple(args.only or ()))
     for line in report.summary_lines(results):
         print(line)
-    page = report_html.write_report(results, args.out)
+    page = report_html.write_report(results, args.out.path)
     print(f"Report: {page.resolve()} (figures as PNG and results as JSON beside it)")
     for part, reason in results.failed.items():
         print(f"arkgpu: error: demo part {part} did not run: {reason}", file=sys.stderr)
