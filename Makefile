@@ -11,7 +11,7 @@ SUM := $(shell cat pyproject.toml setup.py | cksum | cut -d' ' -f1)
 DEMO_STAMP := $(VENV)/.demo-$(SUM)
 TEST_STAMP := $(VENV)/.test-$(SUM)
 
-.PHONY: demo test lint typecheck contracts unit bench native wheel clean
+.PHONY: demo test lint typecheck contracts unit bench native browser wheel clean
 
 # Installs into .venv with the extras given in $(1).
 define install
@@ -47,7 +47,11 @@ typecheck: $(TEST_STAMP)
 contracts: $(TEST_STAMP)
 	$(BIN)/lint-imports
 
-unit: $(TEST_STAMP) native
+# The report's browser test needs Debian's chromium; installed with apt when missing.
+browser:
+	bash scripts/ensure-chromium.sh
+
+unit: $(TEST_STAMP) native browser
 	$(BIN)/pytest -q -p no:cacheprovider
 
 test: lint typecheck contracts unit
