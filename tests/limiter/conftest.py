@@ -1,5 +1,9 @@
 """Fixtures: containers on the fake GPU, each a set of real processes that load
-the fake driver through the interception library (built by `make native`)."""
+the fake driver through the interception library (built by `make native`).
+
+With ARKGPU_LIMITER_BUILD=asan (or tsan) the tests load that sanitizer build
+instead (:mod:`arkgpu.limiter.builds`); every sanitizer report is written to
+a log directory, and a test after which one appeared fails with its text."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from arkgpu.limiter import Limits, native
+from arkgpu.limiter import Limits, builds, native
 from arkgpu.limiter.containers import FakeContainer, make_world_readable
 
 MiB = 1 << 20
@@ -61,6 +65,42 @@ class Probe:
             self.send("quit")
         _, err = self.proc.communicate(timeout=10)
         return err
+
+
+@pytest.fixture(scope="session")
+def sanitizer_logs() -> Iterator[Path | None]:
+    """Under a sanitizer build: load it, and log its reports to a directory
+    (None under the plain build)."""
+    name = builds.variant()
+    if name == "plain":
+        yield None
+        return
+    patch = pytest.MonkeyPatch()
+    directory = builds.variant_dir(name)
+    assert (directory / "libarkgpu_limiter.so").exists(), f"{directory}: run make -C native {name}"
+    patch.setattr(native, "build_dir", lambda: directory)
+    logs = Path(tempfile.mkdtemp(prefix="arkgpu-sanitizer-"))
+    logs.chmod(0o1777)  # the container processes (nobody) write here
+    common = f"log_path={logs}/report:halt_on_error=1"
+    patch.setenv("ASAN_OPTIONS", f"{common}:detect_leaks=0:verify_asan_link_order=1")
+    patch.setenv("UBSAN_OPTIONS", f"{common}:print_stacktrace=1")
+    patch.setenv("TSAN_OPTIONS", f"{common}:report_signal_unsafe=0")
+    yield logs
+    patch.undo()
+    shutil.rmtree(logs, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def no_sanitizer_report(sanitizer_logs: Path | None) -> Iterator[None]:
+    """Fail the test when a sanitizer wrote a report during it."""
+    yield
+    if sanitizer_logs is None:
+        return
+    reports = sorted(sanitizer_logs.iterdir())
+    text = "\n".join(r.read_text(errors="replace")[:4000] for r in reports)
+    for r in reports:
+        r.unlink()
+    assert not reports, f"sanitizer report(s):\n{text}"
 
 
 @pytest.fixture

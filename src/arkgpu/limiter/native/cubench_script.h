@@ -119,6 +119,37 @@ static void attack(const char *path) {
     close(fd);
 }
 
+/* limitscheck N S1 B1 M1 S2 B2 M2: read the limits the library acts on N
+ * times; count reads that are neither record 1 nor record 2 (share, burst,
+ * mode) and the generations seen. */
+static void limits_check(const char *args) {
+    unsigned long long n, want[6];
+    if (sscanf(args, "%llu %llu %llu %llu %llu %llu %llu", &n, &want[0], &want[1], &want[2], &want[3], &want[4],
+               &want[5]) != 7) {
+        printf("err args\n");
+        return;
+    }
+    int (*get)(uint64_t *) = (int (*)(uint64_t *))dlsym(RTLD_DEFAULT, "arkgpu_limiter_debug_limits");
+    if (!get) {
+        printf("err nohook\n");
+        return;
+    }
+    unsigned long long mixed = 0, gens = 0, last_gen = ~0ull;
+    for (unsigned long long i = 0; i < n; i++) {
+        uint64_t v[4];
+        if (get(v) != 0) {
+            printf("err denied\n");
+            return;
+        }
+        int one = v[0] == want[0] && v[1] == want[1] && v[2] == want[2];
+        int two = v[0] == want[3] && v[1] == want[4] && v[2] == want[5];
+        mixed += !one && !two;
+        gens += v[3] != last_gen;
+        last_gen = v[3];
+    }
+    printf("mixed %llu of %llu generations %llu\n", mixed, n, gens);
+}
+
 static int run_script(void) {
     char line[512], a[128];
     unsigned long long n;
@@ -209,6 +240,8 @@ static int run_script(void) {
                 _exit(0);
             }
             printf("forked %d\n", (int)pid);
+        } else if (strncmp(line, "limitscheck ", 12) == 0) {
+            limits_check(line + 12);
         } else if (sscanf(line, "attack %127s", a) == 1) {
             attack(a);
         } else if (strncmp(line, "quit", 4) == 0) {

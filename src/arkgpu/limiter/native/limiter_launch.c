@@ -13,13 +13,28 @@
  * full GPU; the depth follows the fill rate, so credit gathered from a lender
  * is clipped back to the container's own depth at the first refill after the
  * lender starts a batch.
+ *
+ * Bounds (a program may have any number of threads and streams):
+ *  - at most PENDING launches are measured in flight; a launch that finds the
+ *    queue full waits (polling, the queue lock released) for the oldest to
+ *    complete, counted in queue_waits; after QUEUE_WAIT_NS of that it is
+ *    charged at the running estimate, unmeasured (counted in unmeasured), so a
+ *    stream that never completes cannot hang the others;
+ *  - the free-event pool holds EVENT_POOL events per device; an event given
+ *    back to a full pool is destroyed (counted in events_dropped);
+ *  - a launch for which no event can be had is charged at the estimate.
+ * Every charge is recorded with its own end event otherwise, so a launch's
+ * measured time never includes the queueing of an unmeasured predecessor.
  */
 #include "limiter.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define PENDING 64
+#define EVENT_POOL 256
+#define QUEUE_WAIT_NS 200000000ll
 #define ELASTIC_SAMPLE_NS 20000000ll
 #define ELASTIC_MARGIN_BP 500
 #define ELASTIC_STEP_BP 500
@@ -33,10 +48,8 @@ typedef struct {
 static struct {
     pthread_mutex_t mu;
     pending_launch q[PENDING];
-    unsigned head, tail; /* q[head..tail) are in flight */
-    /* free events per device (an event belongs to its device's context);
-     * every event ever created for a device fits */
-    CUevent pool[ARKGPU_MAX_DEVICES][2 * PENDING + 4];
+    unsigned head, tail; /* q[head..tail) are in flight, tail - head <= PENDING */
+    CUevent pool[ARKGPU_MAX_DEVICES][EVENT_POOL]; /* free events per device (an event belongs to its context) */
     int npool[ARKGPU_MAX_DEVICES];
     int64_t est_ns; /* moving average of measured launch busy time */
     /* elastic mode: the last utilisation sample */
@@ -49,7 +62,7 @@ static struct {
  * belong to the parent's contexts), and an unlocked mutex. */
 void arkgpu_launch_after_fork(void) {
     memset(&pc, 0, sizeof pc);
-    pthread_mutex_init(&pc.mu, NULL);
+    if (pthread_mutex_init(&pc.mu, NULL) != 0) abort();
 }
 
 static void sleep_ns(int64_t ns) {
@@ -68,6 +81,7 @@ static int64_t refill_locked(int dev, int64_t now, uint32_t share_bp, uint32_t b
     }
     if (dt > 0) {
         int64_t c = u->credit_ns[dev] + (dt > 10000000000ll ? depth : dt * share_bp / ARKGPU_SHARE_FULL);
+        arkgpu_debug_hold(HOLD_REFILL);
         u->credit_ns[dev] = c > depth ? depth : c;
         u->refill_ns[dev] = now;
     }
@@ -82,7 +96,7 @@ static int64_t refill_locked(int dev, int64_t now, uint32_t share_bp, uint32_t b
 static uint32_t elastic_rate(int dev, uint32_t share_bp, int64_t now) {
     real_calls *r = &arkgpu_st.real;
     if (!r->nvmlDeviceGetUtilizationRates || !r->nvmlDeviceGetHandleByIndex_v2) return share_bp;
-    pthread_mutex_lock(&pc.mu);
+    arkgpu_mutex_lock(&pc.mu);
     if (now - pc.sample_t[dev] >= ELASTIC_SAMPLE_NS) {
         nvmlDevice_t h;
         nvmlUtilization_t util = {0, 0};
@@ -91,7 +105,7 @@ static uint32_t elastic_rate(int dev, uint32_t share_bp, int64_t now) {
                  r->nvmlDeviceGetUtilizationRates(h, &util) == NVML_SUCCESS;
         uint64_t busy = __atomic_load_n(&arkgpu_st.usage->busy_ns[dev], __ATOMIC_RELAXED);
         int64_t rate = pc.rate_bp[dev] < (int64_t)share_bp ? share_bp : pc.rate_bp[dev];
-        if (ok && pc.sample_t[dev]) {
+        if (ok && pc.sample_t[dev] && now > pc.sample_t[dev]) {
             int64_t own_bp = (int64_t)(busy - pc.sample_busy[dev]) * ARKGPU_SHARE_FULL / (now - pc.sample_t[dev]);
             int64_t util_bp = (int64_t)util.gpu * 100, others_bp = util_bp - own_bp;
             if (util_bp < ARKGPU_SHARE_FULL - ELASTIC_MARGIN_BP)
@@ -105,23 +119,22 @@ static uint32_t elastic_rate(int dev, uint32_t share_bp, int64_t now) {
         pc.sample_busy[dev] = busy;
     }
     uint32_t rate = (uint32_t)(pc.rate_bp[dev] < (int64_t)share_bp ? share_bp : pc.rate_bp[dev]);
-    pthread_mutex_unlock(&pc.mu);
+    arkgpu_mutex_unlock(&pc.mu);
     return rate;
 }
 
-/* Wait until the container may launch on dev. */
-static void wait_for_share(int dev) {
-    const arkgpu_limits *l = arkgpu_st.limits;
+/* Wait until the container may launch on dev; -1 when the region lock failed. */
+static int wait_for_share(int dev) {
     int64_t waited = 0;
     for (;;) {
-        uint32_t share = __atomic_load_n(&l->share_bp, __ATOMIC_RELAXED);
-        uint32_t burst = __atomic_load_n(&l->burst_us, __ATOMIC_RELAXED);
+        const limits_view *l = arkgpu_limits_now();
+        uint32_t share = l->share_bp, burst = l->burst_us;
         if (share >= ARKGPU_SHARE_FULL) break;
         int64_t now = arkgpu_now_ns();
-        if (__atomic_load_n(&l->mode, __ATOMIC_RELAXED) == ARKGPU_MODE_ELASTIC) share = elastic_rate(dev, share, now);
-        uint32_t rate = share + arkgpu_lent_bp(now);
+        if (l->mode == ARKGPU_MODE_ELASTIC) share = elastic_rate(dev, share, now);
+        uint32_t rate = share + arkgpu_lent_bp(l, now);
         rate = rate > ARKGPU_SHARE_FULL ? ARKGPU_SHARE_FULL : rate;
-        arkgpu_usage_lock();
+        if (arkgpu_usage_lock() != 0) return -1;
         int64_t credit = refill_locked(dev, now, rate, burst ? burst : 20000);
         arkgpu_usage_unlock();
         if (credit > 0) break;
@@ -131,17 +144,38 @@ static void wait_for_share(int dev) {
         waited += arkgpu_now_ns() - now;
     }
     if (waited) __atomic_fetch_add(&arkgpu_st.me->throttled_ns, (uint64_t)waited, __ATOMIC_RELAXED);
+    return 0;
 }
 
+/* Back to the device's pool; a full pool destroys the event (counted). */
 static void give_event(int dev, CUevent e) {
-    if (e) pc.pool[dev][pc.npool[dev]++] = e;
+    if (!e) return;
+    if (pc.npool[dev] < EVENT_POOL) {
+        pc.pool[dev][pc.npool[dev]++] = e;
+        return;
+    }
+    if (arkgpu_st.real.cuEventDestroy_v2) arkgpu_st.real.cuEventDestroy_v2(e);
+    ARKGPU_COUNT(events_dropped);
 }
 
 static CUevent take_event(int dev) {
-    if (pc.npool[dev]) return pc.pool[dev][--pc.npool[dev]];
+    if (pc.npool[dev] > 0) return pc.pool[dev][--pc.npool[dev]];
     CUevent e = NULL;
-    if (arkgpu_st.real.cuEventCreate) arkgpu_st.real.cuEventCreate(&e, 0);
+    if (arkgpu_st.real.cuEventCreate && arkgpu_st.real.cuEventCreate(&e, 0) != CUDA_SUCCESS) e = NULL;
     return e;
+}
+
+/* Take ns off (or, negative, give back to) the bucket; the elastic floor. */
+static void charge(int dev, int64_t ns, uint64_t busy) {
+    const limits_view *l = arkgpu_limits_now();
+    int64_t floor = -(int64_t)l->burst_us * 1000;
+    arkgpu_usage *u = arkgpu_st.usage;
+    if (arkgpu_usage_lock() != 0) return;
+    u->credit_ns[dev] -= ns;
+    arkgpu_debug_hold(HOLD_CHARGE);
+    if (l->mode == ARKGPU_MODE_ELASTIC && u->credit_ns[dev] < floor) u->credit_ns[dev] = floor;
+    u->busy_ns[dev] += busy;
+    arkgpu_usage_unlock();
 }
 
 /* Charge measured busy time for launches whose end event has completed. */
@@ -156,14 +190,7 @@ static void harvest_locked(void) {
                            ? (int64_t)(ms * 1e6)
                            : p->est_ns;
         busy = busy < 0 ? 0 : busy;
-        arkgpu_usage *u = arkgpu_st.usage;
-        int elastic = __atomic_load_n(&arkgpu_st.limits->mode, __ATOMIC_RELAXED) == ARKGPU_MODE_ELASTIC;
-        int64_t floor = -(int64_t)__atomic_load_n(&arkgpu_st.limits->burst_us, __ATOMIC_RELAXED) * 1000;
-        arkgpu_usage_lock();
-        u->credit_ns[p->dev] += p->est_ns - busy;
-        if (elastic && u->credit_ns[p->dev] < floor) u->credit_ns[p->dev] = floor;
-        u->busy_ns[p->dev] += (uint64_t)busy;
-        arkgpu_usage_unlock();
+        charge(p->dev, busy - p->est_ns, (uint64_t)busy);
         __atomic_fetch_add(&arkgpu_st.me->busy_ns, (uint64_t)busy, __ATOMIC_RELAXED);
         pc.est_ns = (pc.est_ns * 7 + busy) / 8;
         give_event(p->dev, p->start);
@@ -172,19 +199,35 @@ static void harvest_locked(void) {
     }
 }
 
+/* The queue is full: poll for the oldest launch to complete, the lock
+ * released between polls (no event is touched unlocked). 0 when there is
+ * room, -1 after QUEUE_WAIT_NS; the caller locks. */
+static int wait_for_room_locked(void) {
+    if (pc.tail - pc.head < PENDING) return 0;
+    ARKGPU_COUNT(queue_waits);
+    int64_t t0 = arkgpu_now_ns();
+    while (pc.tail - pc.head >= PENDING) {
+        if (arkgpu_now_ns() - t0 > QUEUE_WAIT_NS) return -1;
+        arkgpu_mutex_unlock(&pc.mu);
+        sleep_ns(50000);
+        arkgpu_mutex_lock(&pc.mu);
+        harvest_locked();
+    }
+    return 0;
+}
+
 typedef struct {
     int paced;
     int dev;
     CUevent start;
 } gate;
 
-/* 0: launch; CUDA_ERROR_NOT_PERMITTED: refused (no trusted region). */
+/* 0: launch; CUDA_ERROR_NOT_PERMITTED: refused (no trusted region, broken lock). */
 static CUresult gate_enter(gate *g, CUstream s) {
     g->paced = 0;
     if (!arkgpu_ready()) return CUDA_ERROR_NOT_PERMITTED;
     __atomic_fetch_add(&arkgpu_st.me->launches, 1, __ATOMIC_RELAXED);
-    if (LIKELY(__atomic_load_n(&arkgpu_st.limits->share_bp, __ATOMIC_RELAXED) >= ARKGPU_SHARE_FULL))
-        return CUDA_SUCCESS;
+    if (LIKELY(arkgpu_limits_now()->share_bp >= ARKGPU_SHARE_FULL)) return CUDA_SUCCESS;
     real_calls *r = &arkgpu_st.real;
     if (!r->cuEventRecord || !r->cuEventQuery || !r->cuEventElapsedTime) return CUDA_SUCCESS;
     int capturing = 0; /* a launch into a graph being captured runs later, with cuGraphLaunch */
@@ -192,12 +235,16 @@ static CUresult gate_enter(gate *g, CUstream s) {
         return CUDA_SUCCESS;
     g->dev = arkgpu_current_device();
     if (g->dev < 0 || g->dev >= ARKGPU_MAX_DEVICES) return CUDA_SUCCESS;
-    wait_for_share(g->dev);
-    pthread_mutex_lock(&pc.mu);
+    if (wait_for_share(g->dev) != 0) return CUDA_ERROR_NOT_PERMITTED;
+    arkgpu_mutex_lock(&pc.mu);
     g->start = take_event(g->dev);
-    pthread_mutex_unlock(&pc.mu);
-    if (!g->start) return CUDA_SUCCESS;
-    r->cuEventRecord(g->start, s);
+    arkgpu_mutex_unlock(&pc.mu);
+    if (g->start && r->cuEventRecord(g->start, s) != CUDA_SUCCESS) {
+        arkgpu_mutex_lock(&pc.mu);
+        give_event(g->dev, g->start);
+        arkgpu_mutex_unlock(&pc.mu);
+        g->start = NULL;
+    }
     g->paced = 1;
     return CUDA_SUCCESS;
 }
@@ -205,27 +252,25 @@ static CUresult gate_enter(gate *g, CUstream s) {
 static CUresult gate_leave(gate *g, CUstream s, CUresult launched) {
     if (!g->paced) return launched;
     real_calls *r = &arkgpu_st.real;
-    pthread_mutex_lock(&pc.mu);
-    CUevent end = take_event(g->dev);
-    if (launched != CUDA_SUCCESS || !end || pc.tail - pc.head >= PENDING) {
-        give_event(g->dev, g->start);
+    arkgpu_mutex_lock(&pc.mu);
+    int room = launched == CUDA_SUCCESS && g->start && wait_for_room_locked() == 0;
+    CUevent end = room ? take_event(g->dev) : NULL;
+    if (end && r->cuEventRecord(end, s) != CUDA_SUCCESS) {
         give_event(g->dev, end);
-        if (launched == CUDA_SUCCESS) { /* too many in flight to measure: charge the estimate */
-            arkgpu_usage_lock();
-            arkgpu_st.usage->credit_ns[g->dev] -= pc.est_ns;
-            arkgpu_usage_unlock();
-            harvest_locked();
-        }
-        pthread_mutex_unlock(&pc.mu);
-        return launched;
+        end = NULL;
     }
-    r->cuEventRecord(end, s);
-    pc.q[pc.tail++ % PENDING] = (pending_launch){g->start, end, g->dev, pc.est_ns};
-    arkgpu_usage_lock();
-    arkgpu_st.usage->credit_ns[g->dev] -= pc.est_ns;
-    arkgpu_usage_unlock();
+    if (!end) {
+        give_event(g->dev, g->start);
+        if (launched == CUDA_SUCCESS) { /* no measurement: charge the estimate */
+            ARKGPU_COUNT(unmeasured);
+            charge(g->dev, pc.est_ns, 0);
+        }
+    } else {
+        pc.q[pc.tail++ % PENDING] = (pending_launch){g->start, end, g->dev, pc.est_ns};
+        charge(g->dev, pc.est_ns, 0);
+    }
     harvest_locked();
-    pthread_mutex_unlock(&pc.mu);
+    arkgpu_mutex_unlock(&pc.mu);
     return launched;
 }
 
