@@ -218,7 +218,7 @@ def write_limits(directory: Path, limits: Limits) -> None:
     """Change a running container's limits in place (seqlock: odd while writing)."""
     path = directory / LIMITS_FILE
     gen_off = layout.LimitsStruct.generation.offset
-    with _open_for_update(path) as f, mmap.mmap(f.fileno(), 0) as m:
+    with open_limits_for_update(path) as f, mmap.mmap(f.fileno(), 0) as m:
         _check(m, layout.LIMITS_MAGIC, path)
         (generation,) = struct.unpack_from("<Q", m, gen_off)
         struct.pack_into("<Q", m, gen_off, generation + 1)
@@ -227,7 +227,7 @@ def write_limits(directory: Path, limits: Limits) -> None:
         struct.pack_into("<Q", m, gen_off, generation + 2)
 
 
-def _open_for_update(path: Path) -> BinaryIO:
+def open_limits_for_update(path: Path) -> BinaryIO:
     """Open the limits file for writing; a read-only file we own is reopened
     through a momentary owner write bit (the non-root test setup)."""
     try:

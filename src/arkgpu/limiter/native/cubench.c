@@ -33,6 +33,7 @@ FN(CUresult, cuInit, (unsigned));
 FN(CUresult, cuCtxCreate_v2, (CUcontext *, unsigned, CUdevice));
 FN(CUresult, cuCtxSetCurrent, (CUcontext));
 FN(CUresult, cuStreamCreate, (CUstream *, unsigned));
+FN(CUresult, cuStreamDestroy_v2, (CUstream));
 FN(CUresult, cuModuleLoadData, (CUmodule *, const void *));
 FN(CUresult, cuModuleGetFunction, (CUfunction *, CUmodule, const char *));
 FN(CUresult, cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -103,7 +104,7 @@ static void setup(void) {
         fprintf(stderr, "arkgpu-cubench: %s\n", dlerror());
         exit(3);
     }
-    LOAD(cu, cuInit); LOAD(cu, cuCtxCreate_v2); LOAD(cu, cuCtxSetCurrent); LOAD(cu, cuStreamCreate); LOAD(cu, cuModuleLoadData); LOAD(cu, cuModuleGetFunction);
+    LOAD(cu, cuInit); LOAD(cu, cuCtxCreate_v2); LOAD(cu, cuCtxSetCurrent); LOAD(cu, cuStreamCreate); LOAD(cu, cuStreamDestroy_v2); LOAD(cu, cuModuleLoadData); LOAD(cu, cuModuleGetFunction);
     LOAD(cu, cuLaunchKernel); LOAD(cu, cuLaunchKernelEx); LOAD(cu, cuLaunchCooperativeKernel);
     LOAD(cu, cuGraphCreate); LOAD(cu, cuGraphAddKernelNode_v2); LOAD(cu, cuGraphInstantiateWithFlags);
     LOAD(cu, cuGraphLaunch); LOAD(cu, cuGraphExecDestroy); LOAD(cu, cuMemAlloc_v2); LOAD(cu, cuMemAllocPitch_v2);
@@ -239,6 +240,7 @@ static void *stream_worker(void *arg) {
             atomic_fetch_add(&run->errors, 1);
         atomic_fetch_add(&run->launches, 1);
     }
+    p_cuStreamDestroy_v2(s);
     int64_t t = now_ns(), seen = atomic_load(&run->last_exit_ns);
     while (t > seen && !atomic_compare_exchange_weak(&run->last_exit_ns, &seen, t)) {
     }

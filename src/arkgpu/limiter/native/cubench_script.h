@@ -119,9 +119,9 @@ static void attack(const char *path) {
     close(fd);
 }
 
-/* limitscheck N S1 B1 M1 S2 B2 M2: read the limits the library acts on N
- * times; count reads that are neither record 1 nor record 2 (share, burst,
- * mode) and the generations seen. */
+/* limitscheck MS S1 B1 M1 S2 B2 M2: read the limits the library acts on for
+ * MS milliseconds; count reads that are neither record 1 nor record 2
+ * (share, burst, mode) and the changes of generation seen. */
 static void limits_check(const char *args) {
     unsigned long long n, want[6];
     if (sscanf(args, "%llu %llu %llu %llu %llu %llu %llu", &n, &want[0], &want[1], &want[2], &want[3], &want[4],
@@ -134,8 +134,9 @@ static void limits_check(const char *args) {
         printf("err nohook\n");
         return;
     }
-    unsigned long long mixed = 0, gens = 0, last_gen = ~0ull;
-    for (unsigned long long i = 0; i < n; i++) {
+    unsigned long long mixed = 0, gens = 0, last_gen = ~0ull, reads = 0;
+    int64_t end = now_ns() + (int64_t)n * 1000000;
+    for (unsigned long long i = 0; (i & 1023) || now_ns() < end; i++, reads++) {
         uint64_t v[4];
         if (get(v) != 0) {
             printf("err denied\n");
@@ -147,7 +148,7 @@ static void limits_check(const char *args) {
         gens += v[3] != last_gen;
         last_gen = v[3];
     }
-    printf("mixed %llu of %llu generations %llu\n", mixed, n, gens);
+    printf("mixed %llu of %llu generations %llu\n", mixed, reads, gens);
 }
 
 static int run_script(void) {

@@ -16,8 +16,9 @@
  *
  * Bounds (a program may have any number of threads and streams):
  *  - at most PENDING launches are measured in flight; a launch that finds the
- *    queue full waits (polling, the queue lock released) for the oldest to
- *    complete, counted in queue_waits; after QUEUE_WAIT_NS of that it is
+ *    queue full waits for the oldest to complete (one waiter polls, the queue
+ *    lock released, the others sleep on a condition variable until room is
+ *    made), counted in queue_waits; after QUEUE_WAIT_NS of that it is
  *    charged at the running estimate, unmeasured (counted in unmeasured), so a
  *    stream that never completes cannot hang the others;
  *  - the free-event pool holds EVENT_POOL events per device; an event given
@@ -28,13 +29,16 @@
  */
 #include "limiter.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define PENDING 64
 #define EVENT_POOL 256
-#define QUEUE_WAIT_NS 200000000ll
+#define QUEUE_WAIT_NS 1000000000ll
+#define POLL_NS 100000
 #define ELASTIC_SAMPLE_NS 20000000ll
 #define ELASTIC_MARGIN_BP 500
 #define ELASTIC_STEP_BP 500
@@ -47,6 +51,8 @@ typedef struct {
 
 static struct {
     pthread_mutex_t mu;
+    pthread_cond_t room; /* broadcast when harvesting makes room in q */
+    int polling;         /* a waiter for room polls the oldest launch */
     pending_launch q[PENDING];
     unsigned head, tail; /* q[head..tail) are in flight, tail - head <= PENDING */
     CUevent pool[ARKGPU_MAX_DEVICES][EVENT_POOL]; /* free events per device (an event belongs to its context) */
@@ -56,13 +62,13 @@ static struct {
     int64_t sample_t[ARKGPU_MAX_DEVICES];
     uint64_t sample_busy[ARKGPU_MAX_DEVICES];
     int64_t rate_bp[ARKGPU_MAX_DEVICES]; /* elastic fill rate */
-} pc = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} pc = {.mu = PTHREAD_MUTEX_INITIALIZER, .room = PTHREAD_COND_INITIALIZER};
 
 /* A forked child starts with no launches in flight and no events (they
  * belong to the parent's contexts), and an unlocked mutex. */
 void arkgpu_launch_after_fork(void) {
     memset(&pc, 0, sizeof pc);
-    if (pthread_mutex_init(&pc.mu, NULL) != 0) abort();
+    if (pthread_mutex_init(&pc.mu, NULL) != 0 || pthread_cond_init(&pc.room, NULL) != 0) abort();
 }
 
 static void sleep_ns(int64_t ns) {
@@ -181,7 +187,8 @@ static void charge(int dev, int64_t ns, uint64_t busy) {
 /* Charge measured busy time for launches whose end event has completed. */
 static void harvest_locked(void) {
     real_calls *r = &arkgpu_st.real;
-    while (pc.head != pc.tail) {
+    unsigned head0 = pc.head;
+    for (; pc.head != pc.tail; pc.head++) {
         pending_launch *p = &pc.q[pc.head % PENDING];
         CUresult q = r->cuEventQuery(p->end);
         if (q == CUDA_ERROR_NOT_READY) break; /* other errors: charge the estimate below */
@@ -195,22 +202,42 @@ static void harvest_locked(void) {
         pc.est_ns = (pc.est_ns * 7 + busy) / 8;
         give_event(p->dev, p->start);
         give_event(p->dev, p->end);
-        pc.head++;
+    }
+    if (pc.head != head0 && pthread_cond_broadcast(&pc.room) != 0) abort();
+}
+
+/* Sleep on the room condition for at most POLL_NS (CLOCK_REALTIME deadline). */
+static void wait_room_signal(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += POLL_NS * 10;
+    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    int e = pthread_cond_timedwait(&pc.room, &pc.mu, &ts);
+    if (e != 0 && e != ETIMEDOUT) {
+        fprintf(stderr, "arkgpu-limiter: pthread_cond_timedwait failed (%s); stopping\n", strerror(e));
+        abort();
     }
 }
 
-/* The queue is full: poll for the oldest launch to complete, the lock
- * released between polls (no event is touched unlocked). 0 when there is
- * room, -1 after QUEUE_WAIT_NS; the caller locks. */
+/* The queue is full: wait for the oldest launch to complete. One waiter polls
+ * it (the lock released while it sleeps; no event is touched unlocked), the
+ * others sleep until harvesting makes room. 0 when there is room, -1 after
+ * QUEUE_WAIT_NS; the caller locks. */
 static int wait_for_room_locked(void) {
     if (pc.tail - pc.head < PENDING) return 0;
     ARKGPU_COUNT(queue_waits);
     int64_t t0 = arkgpu_now_ns();
     while (pc.tail - pc.head >= PENDING) {
         if (arkgpu_now_ns() - t0 > QUEUE_WAIT_NS) return -1;
+        if (pc.polling) {
+            wait_room_signal();
+            continue;
+        }
+        pc.polling = 1;
         arkgpu_mutex_unlock(&pc.mu);
-        sleep_ns(50000);
+        sleep_ns(POLL_NS);
         arkgpu_mutex_lock(&pc.mu);
+        pc.polling = 0;
         harvest_locked();
     }
     return 0;
