@@ -54,7 +54,7 @@ def test_no_reader_ever_acts_on_a_half_written_limits_record(
     while the node side flips share, burst and mode between two consistent
     records: every read is one record or the other, never a mix (the library
     before issue 22 loaded the fields separately and acted on mixes)."""
-    share, burst, mode = RECORD_A
+    share, burst, _ = RECORD_A
     box = make_container(Limits((None,), share, Mode.HARD, burst))
     readers = [probes(box) for _ in range(3)]
     for r in readers:
@@ -68,7 +68,8 @@ def test_no_reader_ever_acts_on_a_half_written_limits_record(
     for reply in replies:
         assert reply[0] == "mixed", reply
         mixed, reads, generations = int(reply[1]), int(reply[3]), int(reply[5])
-        assert reads > 10_000 and generations > 10, reply  # it read while the writer wrote
+        assert reads > 10_000, reply
+        assert generations > 10, reply  # it read while the writer wrote
         assert mixed == 0, f"{mixed} of {reads} reads acted on a mixed record"
 
 
@@ -95,11 +96,13 @@ def test_64_threads_each_on_its_own_stream_get_the_share_and_none_is_left_blocke
     usage = read_usage(box.region)
     (proc,) = usage.processes
     detail = f"{result}, degraded {usage.degraded}"
-    assert result["threads"] == 64 and result["errors"] == 0, detail
+    assert result["threads"] == 64, detail
+    assert result["errors"] == 0, detail
     assert abs(result["share_after_warmup"] - 0.30) <= 0.03, detail
     assert result["last_exit_after_end_ns"] < 2e9, detail
     assert proc.launches == result["launches"], detail
-    assert usage.degraded["lock_errors"] == 0 and usage.degraded["events_dropped"] == 0, detail
+    assert usage.degraded["lock_errors"] == 0, detail
+    assert usage.degraded["events_dropped"] == 0, detail
 
 
 def test_more_launches_in_flight_than_the_queue_holds_wait_and_are_counted(
@@ -114,8 +117,10 @@ def test_more_launches_in_flight_than_the_queue_holds_wait_and_are_counted(
     result = streams(box, 160, 3.0, 200)
     degraded = read_usage(box.region).degraded
     detail = f"{result}, degraded {degraded}"
-    assert result["errors"] == 0 and result["last_exit_after_end_ns"] < 2e9, detail
-    assert degraded["queue_waits"] > 0 and degraded["unmeasured"] == 0, detail
+    assert result["errors"] == 0, detail
+    assert result["last_exit_after_end_ns"] < 2e9, detail
+    assert degraded["queue_waits"] > 0, detail
+    assert degraded["unmeasured"] == 0, detail
     assert degraded["events_dropped"] > 0, detail
     assert result["share_after_warmup"] > 0.9, detail
 
