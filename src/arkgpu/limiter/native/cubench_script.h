@@ -17,6 +17,10 @@
  *   hold MS           -> prints "holding", then holds the region lock for MS ms
  *   forkalloc BYTES MS -> a forked child allocates BYTES, prints "child ok|oom", lives MS ms;
  *                        the parent replies "forked PID"; the two lines come in either order
+ *   thread BYTES US   -> a new thread binds the context, creates its own stream, allocates
+ *                        BYTES (cuMemAlloc) and launches one US-microsecond kernel on the
+ *                        stream, then ends: "ok ID BYTES" | "oom" | "err CODE" as for alloc
+ *   limitscheck MS S1 B1 M1 S2 B2 M2 -> "mixed M of N generations G" (see limits_check)
  *   attack PATH       -> tries to write PATH three ways: "open-rw:R mprotect:R mmap-rw:R",
  *                        each R "allowed" or "denied"
  *   quit */
@@ -105,6 +109,38 @@ static void do_free(int id) {
         printf("ok\n");
     else
         printf("err %d\n", r);
+}
+
+typedef struct {
+    uint64_t bytes, kernel_ns;
+    CUdeviceptr p;
+    CUresult alloc, launch;
+} thread_job;
+
+static void *thread_body(void *arg) {
+    thread_job *j = arg;
+    CUstream s = NULL;
+    j->alloc = j->launch = CUDA_ERROR_INVALID_CONTEXT;
+    if (p_cuCtxSetCurrent(ctx) || p_cuStreamCreate(&s, 0)) return NULL;
+    j->alloc = p_cuMemAlloc_v2(&j->p, j->bytes);
+    void *params[] = {&j->kernel_ns};
+    j->launch = p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, params, NULL);
+    p_cuStreamDestroy_v2(s);
+    return NULL;
+}
+
+static void thread_alloc_launch(uint64_t bytes, uint64_t us) {
+    thread_job j = {.bytes = bytes, .kernel_ns = us * 1000};
+    pthread_t t;
+    if (pthread_create(&t, NULL, thread_body, &j) != 0 || pthread_join(t, NULL) != 0) {
+        printf("err thread\n");
+        return;
+    }
+    if (j.launch != CUDA_SUCCESS && j.alloc == CUDA_SUCCESS) p_cuMemFree_v2(j.p);
+    if (j.launch != CUDA_SUCCESS)
+        printf("err %d\n", j.launch);
+    else
+        reply_alloc(j.alloc, 1, j.p, bytes);
 }
 
 static void attack(const char *path) {
@@ -241,6 +277,8 @@ static int run_script(void) {
                 _exit(0);
             }
             printf("forked %d\n", (int)pid);
+        } else if (sscanf(line, "thread %llu %127s", &n, a) == 2) {
+            thread_alloc_launch(n, strtoull(a, NULL, 10));
         } else if (strncmp(line, "limitscheck ", 12) == 0) {
             limits_check(line + 12);
         } else if (sscanf(line, "attack %127s", a) == 1) {
