@@ -84,7 +84,9 @@ def sanitizer_logs() -> Iterator[Path | None]:
     common = f"log_path={logs}/report:halt_on_error=1"
     patch.setenv("ASAN_OPTIONS", f"{common}:detect_leaks=0:verify_asan_link_order=1")
     patch.setenv("UBSAN_OPTIONS", f"{common}:print_stacktrace=1")
-    patch.setenv("TSAN_OPTIONS", f"{common}:report_signal_unsafe=0")
+    # die_after_fork=0: a forked child starts its own reaper thread, which TSan
+    # refuses by default after a fork of a multi-threaded process.
+    patch.setenv("TSAN_OPTIONS", f"{common}:report_signal_unsafe=0:die_after_fork=0")
     yield logs
     patch.undo()
     shutil.rmtree(logs, ignore_errors=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from arkgpu.limiter import Limits, Mode, layout, native, read_usage
+from arkgpu.limiter import Limits, Mode, builds, layout, native, read_usage
 from arkgpu.limiter.containers import FakeContainer
 from arkgpu.limiter.region import LIMITS_FILE, USAGE_FILE, open_limits_for_update
 from arkgpu.limiter.untrusted import RegionDataError
@@ -210,3 +210,25 @@ def test_a_region_of_another_layout_version_is_refused_clearly(
     if file == USAGE_FILE:
         with pytest.raises(RegionDataError, match=f"layout version {version}"):
             read_usage(box.region)
+
+
+def test_a_corrupted_region_lock_refuses_memory_and_launches_and_is_counted(
+    make_container: Callable[..., FakeContainer], probes: Callable[..., Probe]
+) -> None:
+    """The container can write its own usage file, lock included: a lock
+    that pthread_mutex_lock rejects refuses the allocations and paced
+    launches that need it (never runs them unlocked), counts each failure in
+    lock_errors and says so once on stderr."""
+    if builds.variant() == "tsan":
+        pytest.skip("ThreadSanitizer itself reports the corrupted mutex (rightly)")
+    box = make_container(Limits((10 * MiB,), 5_000))
+    probe = probes(box)
+    assert probe.ask(f"alloc alloc {1 * MiB}").startswith("ok")
+    offset = layout.UsageStruct.lock.offset
+    with (box.region / USAGE_FILE).open("r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+        m[offset : offset + layout.LOCK_BYTES] = b"\xff" * layout.LOCK_BYTES
+    assert probe.ask(f"alloc alloc {1 * MiB}") == "oom"
+    assert probe.ask("launch kernel 100").startswith("err")
+    assert read_usage(box.region).degraded["lock_errors"] >= 2
+    err = probe.close()
+    assert err.count("the region lock failed") == 1

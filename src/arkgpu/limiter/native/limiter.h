@@ -112,6 +112,10 @@ void arkgpu_hold_point(int site);
 static inline void arkgpu_debug_hold(int site) {
     if (UNLIKELY(arkgpu_st.hold_site == site)) arkgpu_hold_point(site);
 }
+/* Fields also read without the lock (used, pid, start_ticks, busy_ns) are
+ * written with relaxed atomic stores, under the lock. */
+#define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define ARKGPU_COUNT(field) __atomic_fetch_add(&arkgpu_st.usage->field, 1, __ATOMIC_RELAXED)
 /* Reclaims the slots of dead processes: /proc is read first, without the lock. */
 void arkgpu_reclaim_dead(void);

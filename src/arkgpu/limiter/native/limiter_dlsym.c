@@ -2,7 +2,8 @@
  * dlsym, the real one and ours. This file alone is never built with
  * AddressSanitizer: ASan's start-up calls dlsym before its shadow memory
  * exists, so our dlsym and everything it calls must not touch the shadow.
- * It calls only glibc (dlvsym, pthread_once) and code in this file.
+ * It calls only glibc's dlvsym and code in this file: no pthread call either,
+ * since ThreadSanitizer intercepts those and its start-up calls dlsym too.
  */
 #include "limiter.h"
 
@@ -10,16 +11,16 @@
 
 typedef void *(*dlsym_fn)(void *, const char *);
 static dlsym_fn real_dlsym_ptr;
-static pthread_once_t dlsym_once = PTHREAD_ONCE_INIT;
 
-static void find_real_dlsym(void) {
-    real_dlsym_ptr = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-    if (!real_dlsym_ptr) real_dlsym_ptr = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-}
-
+/* Threads that race here all find the same function: storing it twice is harmless. */
 void *arkgpu_real_dlsym(void *handle, const char *name) {
-    if (pthread_once(&dlsym_once, find_real_dlsym) != 0) return NULL;
-    return real_dlsym_ptr ? real_dlsym_ptr(handle, name) : NULL;
+    dlsym_fn f = __atomic_load_n(&real_dlsym_ptr, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+        if (!f) f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+        __atomic_store_n(&real_dlsym_ptr, f, __ATOMIC_RELEASE);
+    }
+    return f ? f(handle, name) : NULL;
 }
 
 static int same_name(const char *a, const char *b) {

@@ -180,7 +180,7 @@ static void charge(int dev, int64_t ns, uint64_t busy) {
     u->credit_ns[dev] -= ns;
     arkgpu_debug_hold(HOLD_CHARGE);
     if (l->mode == ARKGPU_MODE_ELASTIC && u->credit_ns[dev] < floor) u->credit_ns[dev] = floor;
-    u->busy_ns[dev] += busy;
+    ST(u->busy_ns[dev], LD(u->busy_ns[dev]) + busy);
     arkgpu_usage_unlock();
 }
 

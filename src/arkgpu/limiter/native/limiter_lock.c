@@ -62,17 +62,29 @@ typedef struct {
     uint64_t ticks;
 } slot_id;
 
+/* Zero a slot's usage (pid and start_ticks aside); the caller locks. */
+static void clear_usage(arkgpu_proc *pr) {
+    pr->flags = 0;
+    memset(pr->bytes, 0, sizeof pr->bytes);
+    ST(pr->busy_ns, 0);
+    ST(pr->launches, 0);
+    ST(pr->throttled_ns, 0);
+    ST(pr->oom_refusals, 0);
+}
+
 /* Gives a dead process's bytes back to the container and frees its slot. */
 static void reclaim_slot(arkgpu_proc *pr) {
     arkgpu_usage *u = arkgpu_st.usage;
     for (int d = 0; d < ARKGPU_MAX_DEVICES; d++)
         for (int k = 0; k < ARKGPU_KINDS; k++) {
-            uint64_t b = pr->bytes[d][k];
-            u->used[d] -= b < u->used[d] ? b : u->used[d];
+            uint64_t b = pr->bytes[d][k], used = LD(u->used[d]);
+            ST(u->used[d], used - (b < used ? b : used));
             u->reclaimed_bytes += b;
             if (d == 0 && k == 0) arkgpu_debug_hold(HOLD_RECLAIM);
         }
-    memset(pr, 0, sizeof *pr);
+    ST(pr->pid, 0);
+    ST(pr->start_ticks, 0);
+    clear_usage(pr);
 }
 
 /* Slots (other than ours) whose process is gone; dead[i].pid 0 where alive. */
@@ -123,7 +135,7 @@ static void recover_locked(void) {
         for (int i = 0; i < ARKGPU_MAX_PROCS; i++)
             if (u->procs[i].pid)
                 for (int k = 0; k < ARKGPU_KINDS; k++) sum += u->procs[i].bytes[d][k];
-        u->used[d] = sum;
+        ST(u->used[d], sum);
     }
 }
 
@@ -169,11 +181,11 @@ const char *arkgpu_claim_slot(void) {
     if (arkgpu_usage_lock() != 0) return "the region lock failed";
     if (any_dead) reclaim_found_locked(dead);
     for (int i = 0; i < ARKGPU_MAX_PROCS && !arkgpu_st.me; i++)
-        if (!u->procs[i].pid) {
-            memset(&u->procs[i], 0, sizeof u->procs[i]);
-            u->procs[i].start_ticks = ticks;
+        if (!LD(u->procs[i].pid)) {
+            clear_usage(&u->procs[i]);
+            ST(u->procs[i].start_ticks, ticks);
             u->procs[i].flags = ARKGPU_PROC_IN_LOCK;
-            u->procs[i].pid = pid;
+            ST(u->procs[i].pid, pid);
             arkgpu_st.me = &u->procs[i];
             arkgpu_debug_hold(HOLD_CLAIM);
         }

@@ -10,7 +10,7 @@
 #include <sched.h>
 
 static int fits(int dev, uint64_t cap, uint64_t bytes) {
-    uint64_t used = arkgpu_st.usage->used[dev];
+    uint64_t used = LD(arkgpu_st.usage->used[dev]);
     return bytes <= cap && used <= cap - bytes;
 }
 
@@ -27,7 +27,7 @@ static CUresult reserve(int dev, int kind, uint64_t bytes) {
         if (arkgpu_usage_lock() != 0) return CUDA_ERROR_OUT_OF_MEMORY;
         ok = fits(dev, cap, bytes);
         if (ok) {
-            u->used[dev] += bytes;
+            ST(u->used[dev], LD(u->used[dev]) + bytes);
             arkgpu_debug_hold(HOLD_ALLOC);
             arkgpu_st.me->bytes[dev][kind] += bytes;
         }
@@ -42,7 +42,8 @@ static void unreserve(int dev, int kind, uint64_t bytes) {
     arkgpu_usage *u = arkgpu_st.usage;
     if (dev < 0 || dev >= ARKGPU_MAX_DEVICES || kind < 0 || kind >= ARKGPU_KINDS) return;
     if (arkgpu_usage_lock() != 0) return;
-    u->used[dev] -= bytes < u->used[dev] ? bytes : u->used[dev];
+    uint64_t used = LD(u->used[dev]);
+    ST(u->used[dev], used - (bytes < used ? bytes : used));
     arkgpu_debug_hold(HOLD_FREE);
     uint64_t *mine = &arkgpu_st.me->bytes[dev][kind];
     *mine -= bytes < *mine ? bytes : *mine;
