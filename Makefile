@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint typecheck contracts unit bench native clean
+.PHONY: demo test lint typecheck contracts unit sanitize bench native clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,7 +32,13 @@ contracts: $(STAMP)
 unit: $(STAMP) native
 	$(BIN)/pytest -q -p no:cacheprovider
 
-test: lint typecheck contracts unit
+# limiter (issue 22): the limiter tests again against the ASan+UBSan build
+# (native/build-asan; TSan: `make -C src/arkgpu/limiter/native tsan`, docs/LIMITER.md)
+sanitize: $(STAMP) native
+	$(MAKE) -C src/arkgpu/limiter/native asan
+	ARKGPU_LIMITER_BUILD=asan $(BIN)/pytest -q -p no:cacheprovider tests/limiter
+
+test: lint typecheck contracts unit sanitize
 
 bench: $(STAMP) native
 	$(BIN)/arkgpu placement bench --trace default --policies random,dotprod,clustering,packing,bestfit,fgd,arkgpu --seeds 42-51 --json bench-placement.json --plot bench-placement.png
