@@ -154,7 +154,8 @@ int arkgpu_usage_lock(void) {
         e = pthread_mutex_consistent(m);
         if (e != 0) {
             lock_failed("pthread_mutex_consistent", e);
-            pthread_mutex_unlock(m); /* leaves it unrecoverable: every later lock fails, counted */
+            int u = pthread_mutex_unlock(m); /* leaves it unrecoverable: later locks fail, counted */
+            if (u != 0) lock_failed("pthread_mutex_unlock", u);
             return -1;
         }
     } else if (e != 0) {
