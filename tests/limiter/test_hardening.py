@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from arkgpu.limiter import Limits, Mode, builds, layout, native, read_usage
+from arkgpu.limiter import Limits, Mode, builds, layout, link_lender, native, read_usage
 from arkgpu.limiter.containers import FakeContainer
 from arkgpu.limiter.region import LIMITS_FILE, USAGE_FILE, open_limits_for_update
 from arkgpu.limiter.untrusted import RegionDataError
@@ -232,3 +232,39 @@ def test_a_corrupted_region_lock_refuses_memory_and_launches_and_is_counted(
     assert read_usage(box.region).degraded["lock_errors"] >= 2
     err = probe.close()
     assert err.count("the region lock failed") == 1
+
+
+@pytest.mark.parametrize("value", [-(2**63), 2**63 - 1, -1, 0])
+def test_extreme_pacing_figures_in_the_usage_file_do_not_break_the_library(
+    make_container: Callable[..., FakeContainer], probes: Callable[..., Probe], value: int
+) -> None:
+    """The container's processes can write their usage file: extreme values in
+    the pacing bucket, its refill time, the busy time and a lender's in-flight
+    stamps leave the library working, with no signed overflow (UBSan checks
+    it under ARKGPU_LIMITER_BUILD=asan). The most negative bucket is a debt
+    of 60 s of GPU time (the floor): launches wait, the process lives on."""
+    lender = make_container(Limits((None,)))
+    box = make_container(Limits((None,), 5_000, Mode.ELASTIC, lent_bp=(2_000,)))
+    link_lender(box.region, 0, lender.region)
+    probe = probes(box)
+    assert probe.ask("launch kernel 100") == "ok"
+    fields = [
+        ("credit_ns", "<q", value),
+        ("refill_ns", "<q", value),
+        ("busy_ns", "<Q", value % 2**64),
+    ]
+    with (box.region / USAGE_FILE).open("r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+        for name, fmt, v in fields:
+            struct.pack_into(fmt, m, getattr(layout.UsageStruct, name).offset, v)
+    inflight = layout.UsageStruct.inflight.offset
+    with (lender.region / USAGE_FILE).open("r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+        struct.pack_into("<QqqQ", m, inflight, 1, value, value, 2**64 - 1)
+    time.sleep(0.3)  # past the lender cache
+    if value == -(2**63):
+        probe.send("launch kernel 100")
+        time.sleep(1.0)
+        assert probe.proc.poll() is None
+        assert probes(box).ask(f"alloc alloc {MiB}").startswith("ok")  # the lock is free
+        return
+    for _ in range(5):
+        assert probe.ask("launch kernel 100", timeout=15) == "ok"

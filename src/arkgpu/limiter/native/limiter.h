@@ -116,6 +116,16 @@ static inline void arkgpu_debug_hold(int site) {
  * written with relaxed atomic stores, under the lock. */
 #define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 #define LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+/* Saturating arithmetic on figures read from the usage region, which the
+ * container's processes can write: no signed overflow on any bytes there. */
+static inline int64_t sat_add(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+static inline int64_t sat_sub(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_sub_overflow(a, b, &r) ? (b < 0 ? INT64_MAX : INT64_MIN) : r;
+}
 #define ARKGPU_COUNT(field) __atomic_fetch_add(&arkgpu_st.usage->field, 1, __ATOMIC_RELAXED)
 /* Reclaims the slots of dead processes: /proc is read first, without the lock. */
 void arkgpu_reclaim_dead(void);

@@ -39,6 +39,7 @@
 #define EVENT_POOL 256
 #define QUEUE_WAIT_NS 1000000000ll
 #define POLL_NS 100000
+#define MAX_DEBT_NS 60000000000ll /* a bucket never owes more than 60 s of GPU time */
 #define ELASTIC_SAMPLE_NS 20000000ll
 #define ELASTIC_MARGIN_BP 500
 #define ELASTIC_STEP_BP 500
@@ -80,13 +81,14 @@ static void sleep_ns(int64_t ns) {
 static int64_t refill_locked(int dev, int64_t now, uint32_t share_bp, uint32_t burst_us) {
     arkgpu_usage *u = arkgpu_st.usage;
     int64_t depth = (int64_t)burst_us * 1000 * share_bp / ARKGPU_SHARE_FULL;
-    int64_t dt = now - u->refill_ns[dev];
+    int64_t dt = sat_sub(now, u->refill_ns[dev]);
+    if (u->credit_ns[dev] < -MAX_DEBT_NS) u->credit_ns[dev] = -MAX_DEBT_NS; /* garbage written in the region */
     if (u->refill_ns[dev] == 0) { /* a new bucket starts empty: no burst above the share */
         u->refill_ns[dev] = now;
         return u->credit_ns[dev];
     }
     if (dt > 0) {
-        int64_t c = u->credit_ns[dev] + (dt > 10000000000ll ? depth : dt * share_bp / ARKGPU_SHARE_FULL);
+        int64_t c = sat_add(u->credit_ns[dev], dt > 10000000000ll ? depth : dt * share_bp / ARKGPU_SHARE_FULL);
         arkgpu_debug_hold(HOLD_REFILL);
         u->credit_ns[dev] = c > depth ? depth : c;
         u->refill_ns[dev] = now;
@@ -112,7 +114,8 @@ static uint32_t elastic_rate(int dev, uint32_t share_bp, int64_t now) {
         uint64_t busy = __atomic_load_n(&arkgpu_st.usage->busy_ns[dev], __ATOMIC_RELAXED);
         int64_t rate = pc.rate_bp[dev] < (int64_t)share_bp ? share_bp : pc.rate_bp[dev];
         if (ok && pc.sample_t[dev] && now > pc.sample_t[dev]) {
-            int64_t own_bp = (int64_t)(busy - pc.sample_busy[dev]) * ARKGPU_SHARE_FULL / (now - pc.sample_t[dev]);
+            uint64_t dt = (uint64_t)(now - pc.sample_t[dev]), own = busy - pc.sample_busy[dev];
+            int64_t own_bp = (int64_t)((own < dt ? own : dt) * ARKGPU_SHARE_FULL / dt);
             int64_t util_bp = (int64_t)util.gpu * 100, others_bp = util_bp - own_bp;
             if (util_bp < ARKGPU_SHARE_FULL - ELASTIC_MARGIN_BP)
                 rate += ELASTIC_STEP_BP;
@@ -144,7 +147,8 @@ static int wait_for_share(int dev) {
         int64_t credit = refill_locked(dev, now, rate, burst ? burst : 20000);
         arkgpu_usage_unlock();
         if (credit > 0) break;
-        int64_t need = rate ? (-credit + 1) * ARKGPU_SHARE_FULL / rate : 5000000;
+        int64_t debt = credit < -5000000000ll ? 5000000000ll : -credit; /* at most 5 s: the wait is capped below */
+        int64_t need = rate ? (debt + 1) * ARKGPU_SHARE_FULL / rate : 5000000;
         need = need < 20000 ? 20000 : (need > 5000000 ? 5000000 : need);
         sleep_ns(need);
         waited += arkgpu_now_ns() - now;
@@ -177,10 +181,10 @@ static void charge(int dev, int64_t ns, uint64_t busy) {
     int64_t floor = -(int64_t)l->burst_us * 1000;
     arkgpu_usage *u = arkgpu_st.usage;
     if (arkgpu_usage_lock() != 0) return;
-    u->credit_ns[dev] -= ns;
+    u->credit_ns[dev] = sat_sub(u->credit_ns[dev], ns);
     arkgpu_debug_hold(HOLD_CHARGE);
     if (l->mode == ARKGPU_MODE_ELASTIC && u->credit_ns[dev] < floor) u->credit_ns[dev] = floor;
-    ST(u->busy_ns[dev], LD(u->busy_ns[dev]) + busy);
+    ST(u->busy_ns[dev], LD(u->busy_ns[dev]) + busy); /* unsigned: wraps, never UB */
     arkgpu_usage_unlock();
 }
 

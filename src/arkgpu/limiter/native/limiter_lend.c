@@ -92,7 +92,10 @@ static void lender_refresh(int k, int64_t now) {
 static int lender_idle(int k, int64_t now, int64_t stale_ns) {
     arkgpu_inflight f;
     if (pread(ld.l[k].fd1 - 1, &f, sizeof f, offsetof(arkgpu_usage, inflight)) != (ssize_t)sizeof f) return 0;
-    return f.count == 0 || now - f.changed_ns > stale_ns;
+    /* the lender's container writes these: a stamp never set (<= 0) counts as
+     * stale, one in the future as fresh; no arithmetic can overflow */
+    if (f.count == 0 || f.changed_ns <= 0) return 1;
+    return f.changed_ns < now && now - f.changed_ns > stale_ns;
 }
 
 /* The share, in basis points, that idle lenders lend now (at most a full GPU). */
