@@ -144,7 +144,11 @@ def test_nvml_per_process_memory_against_the_cap_and_the_library_count(workdir: 
     )
     assert proc.stdout is not None
     assert proc.stdin is not None
-    child = json.loads(proc.stdout.readline())
+    first = proc.stdout.readline()
+    if not first.strip():
+        _, err = proc.communicate(timeout=60)
+        pytest.fail(f"the memory child printed nothing (exit {proc.returncode}): {err[-3000:]}")
+    child = json.loads(first)
     if "skipped" in child:
         proc.communicate(timeout=30)
         pytest.fail(f"the child could not use CUDA: {child['skipped']}")
