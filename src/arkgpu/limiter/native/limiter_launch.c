@@ -285,8 +285,13 @@ static CUresult gate_leave(gate *g, CUstream s, CUresult launched) {
     real_calls *r = &arkgpu_st.real;
     arkgpu_mutex_lock(&pc.mu);
     int room = launched == CUDA_SUCCESS && g->start && wait_for_room_locked() == 0;
-    CUevent end = room ? take_event(g->dev) : NULL;
+    CUevent end = launched == CUDA_SUCCESS && g->start ? take_event(g->dev) : NULL;
     if (end && r->cuEventRecord(end, s) != CUDA_SUCCESS) {
+        give_event(g->dev, end);
+        end = NULL;
+    }
+    if (end && !room) { /* recorded all the same, so the stream's next start event
+                         * dates from this kernel's end, not an earlier one */
         give_event(g->dev, end);
         end = NULL;
     }
