@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from arkgpu.model.arrays import FloatArray, IntArray
-from arkgpu.model.cluster import ClusterState
+from arkgpu.model.cluster import Assignment, ClusterState
 from arkgpu.model.resources import Node, Pod
-from arkgpu.placement import POLICIES, PolicyContext
+from arkgpu.placement import POLICIES, Policy, PolicyContext
 from arkgpu.placement.fragmentation import TypicalPods, cluster_fragmentation
 
 
@@ -138,6 +138,25 @@ def nodes_for(nodes: Sequence[Node], config: ExperimentConfig) -> list[Node]:
     return [nodes[i] for i in seed_streams(config.seed)[2].permutation(len(nodes))]
 
 
+def decide(
+    policy: Policy,
+    state: ClusterState,
+    pod: Pod,
+    rng: np.random.Generator,
+    waited_s: float | None = None,
+) -> Assignment | None:
+    """One decision through the scheduler's interface; the caller applies it.
+
+    A first offer (``waited_s`` None) tells the policy of the arrival
+    (:meth:`~arkgpu.placement.base.Policy.observe`) before ranking; a pod that
+    waited is ranked only. Every node is a candidate; the best-ranked one wins.
+    """
+    if waited_s is None:
+        policy.observe(state, pod)
+        return policy.rank(state, pod, rng).best()
+    return policy.rank(state, pod, rng, waited_s=waited_s).best()
+
+
 @dataclass(frozen=True, slots=True)
 class RunSetup:
     """What one seeded run starts from."""
@@ -210,7 +229,7 @@ def run_placement(
             curves.record(state)
             k += 1
         t0 = time.perf_counter()
-        where = chooser.choose(state, pod, policy_rng)
+        where = decide(chooser, state, pod, policy_rng)
         decisions[i] = time.perf_counter() - t0
         if where is None:
             failed += 1
