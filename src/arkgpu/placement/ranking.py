@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from arkgpu.model.arrays import IntArray
-from arkgpu.model.cluster import Assignment, ClusterState
+from arkgpu.model.cluster import Assignment, ClusterState, PlacementError
 from arkgpu.model.resources import Pod
 from arkgpu.placement.base import feasible_nodes, fits_gpu, pick_best
 
@@ -79,7 +79,9 @@ class Ranking:
         """GPU slots the policy gives the pod on ``node``, one of :attr:`nodes`."""
         rows = np.flatnonzero(self.nodes == node)
         if len(rows) == 0:
-            raise ValueError(f"pod {self.pod.name} does not fit node {node}: {self.reason(node)}")
+            raise PlacementError(
+                f"pod {self.pod.name} cannot go to node {node}: {self.reason(node)}"
+            )
         return self.chooser(int(rows[0]))
 
     def reason(self, node: int) -> str:
