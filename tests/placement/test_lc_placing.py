@@ -1,0 +1,81 @@
+"""The predictor-driven GPU choice for LC services and BE jobs, as per-GPU verdicts.
+
+Pinned: each GPU that cannot take the pod says why (memory, no share meets
+every target, shares over what BE work must keep); the chosen GPU is the
+fitting one with the most spare share, an earlier GPU winning float ties;
+the new service's share is given in basis points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from arkgpu.colocation.sizing import LcDemand, ShareSizer
+from arkgpu.placement.lc_placing import (
+    GpuSnapshot,
+    be_verdicts,
+    best_gpu,
+    choose_gpu_for_lc,
+    lc_verdicts,
+)
+from arkgpu.predictor import Workload
+
+
+class LinearPredictor:
+    """Batch latency 2 ms per request at the whole GPU, inversely proportional to the share;
+    each co-runner adds 10%."""
+
+    def latency_ms(self, model: str, batch: int, share: float, gpu: str = "V100") -> float:
+        """Level 1."""
+        return 2.0 * batch / share
+
+    def colocated_latency_ms(
+        self, target: Workload, corunners: Sequence[Workload], gpu: str = "V100"
+    ) -> float:
+        """Level 2."""
+        return self.latency_ms(target.model, target.batch, target.share) * (
+            1 + 0.1 * len(corunners)
+        )
+
+
+SIZER = ShareSizer(LinearPredictor())
+SERVICE = LcDemand("m", target_ms=40.0, rate_rps=100.0, max_batch=8)
+
+
+def test_every_gpu_that_cannot_take_an_lc_service_says_why() -> None:
+    """Memory, an impossible target and the BE reserve each give their own reason."""
+    crowded = GpuSnapshot(0, 10_000, (SERVICE.at_rate(250.0), SERVICE.at_rate(250.0)))
+    small = GpuSnapshot(1, 500)
+    empty = GpuSnapshot(2, 10_000)
+    verdicts = lc_verdicts(SERVICE, 1000, [crowded, small, empty], SIZER, be_reserve=0.0)
+    assert [v.fits for v in verdicts] == [False, False, True]
+    assert "shares" in verdicts[0].reason or "no share" in verdicts[0].reason
+    assert "500 MiB free" in verdicts[1].reason
+    assert verdicts[2].reason == ""
+    assert 0 < verdicts[2].share_bp < 10_000
+    impossible = LcDemand("m", target_ms=1.0, rate_rps=100.0, max_batch=8)
+    assert "no share meets" in lc_verdicts(impossible, 1000, [empty], SIZER)[0].reason
+    reserved = lc_verdicts(SERVICE.at_rate(300.0), 1000, [empty], SIZER, be_reserve=0.9)[0]
+    assert "> 0.10" in reserved.reason
+
+
+def test_the_gpu_with_most_spare_share_wins_and_ties_go_to_the_earlier() -> None:
+    """Two empty GPUs tie (the first wins); a GPU already hosting a service loses to both."""
+    busy = GpuSnapshot(0, 10_000, (SERVICE,))
+    first, second = GpuSnapshot(1, 10_000), GpuSnapshot(2, 10_000)
+    assert choose_gpu_for_lc(SERVICE, 1000, [busy, first, second], SIZER) == 1
+    verdicts = lc_verdicts(SERVICE, 1000, [busy, first, second], SIZER)
+    assert verdicts[0].score < verdicts[1].score == verdicts[2].score
+
+
+def test_be_jobs_go_where_lc_services_leave_most_per_job() -> None:
+    """A GPU with an LC service and no BE job beats one with no LC service and three BE jobs
+    when its spare share per job is larger; memory still filters."""
+    hosting = GpuSnapshot(0, 10_000, (SERVICE.at_rate(20.0),))
+    shared = GpuSnapshot(1, 10_000, (), be_jobs=3)
+    full = GpuSnapshot(2, 100)
+    verdicts = be_verdicts(1000, [hosting, shared, full], SIZER)
+    assert verdicts[0].score > verdicts[1].score == 0.25
+    assert not verdicts[2].fits
+    assert "100 MiB free" in verdicts[2].reason
+    assert best_gpu(verdicts) == 0
