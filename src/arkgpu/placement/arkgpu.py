@@ -68,7 +68,7 @@ from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import Pod
 from arkgpu.placement.arkgpu_learning import Learned, ShapeLearner, relearn_task
 from arkgpu.placement.arkgpu_values import ShareValues
-from arkgpu.placement.base import POLICIES, PolicyContext, RankingPolicy, best_fit_gpus
+from arkgpu.placement.base import POLICIES, Ask, Policy, PolicyContext, best_fit_gpus
 from arkgpu.placement.fgd import distinct_share_options, frag_score
 from arkgpu.placement.fragmentation import (
     POPULARITY_THRESHOLD,
@@ -157,7 +157,7 @@ class ArkgpuConfig:
     twice, so there a refusal stays a failure."""
 
 
-class ArkgpuPolicy(RankingPolicy):
+class ArkgpuPolicy(Policy):
     """Learned fragmentation gradient plus LP pattern loss; see the module docstring."""
 
     def __init__(
@@ -251,24 +251,18 @@ class ArkgpuPolicy(RankingPolicy):
         self._sync(state)
         self._observe(state, pod)
 
-    def rank(
-        self,
-        state: ClusterState,
-        pod: Pod,
-        rng: np.random.Generator,
-        candidates: IntArray | None = None,
-        waited_s: float = 0.0,
-    ) -> Ranking:
+    def ranked(self, ask: Ask) -> Ranking:
         """Best score first (module docstring); lowest index on ties. A CPU-only pod that has
         waited :attr:`ArkgpuConfig.reserve_max_wait_s` is no longer kept off the cores free
         GPUs need."""
+        state, pod = ask.state, ask.pod
         self._sync(state)
         tracker = self.tracker
-        c = tracker.candidates(state, pod, candidates)
+        c = tracker.candidates(state, pod, ask.candidates)
         if c is None:
-            return Ranking.empty(state, pod, candidates)
+            return Ranking.empty(ask)
         if pod.is_gpu_share:
-            return self._rank_share(state, pod, c, candidates)
+            return self._rank_share(ask, c)
         nodes, base, before, cpu_after = c.nodes, c.base, c.before, c.cpu_after
         after = tracker.after_whole(base, pod)
         strand = self._strand(state, nodes, pod, base.total, after.total)
@@ -281,14 +275,12 @@ class ArkgpuPolicy(RankingPolicy):
         )
         ok = (
             strand <= STRAND_TOLERANCE
-            if self._reserves(pod, waited_s)
+            if self._reserves(pod, ask.waited_s)
             else np.ones(len(nodes), dtype=np.bool_)
         )
         kept = nodes[ok]
         return Ranking(
-            state,
-            pod,
-            candidates,
+            ask,
             kept,
             -cost[ok],
             lambda i: best_fit_gpus(state, int(kept[i]), pod),
@@ -301,10 +293,9 @@ class ArkgpuPolicy(RankingPolicy):
         config = self.config
         return pod.num_gpu == 0 and config.reserve_gpu_cpu and waited_s < config.reserve_max_wait_s
 
-    def _rank_share(
-        self, state: ClusterState, pod: Pod, c: Candidates, candidates: IntArray | None
-    ) -> Ranking:
+    def _rank_share(self, ask: Ask, c: Candidates) -> Ranking:
         """Each node scores its best GPU's option; ties between GPUs go to the lowest slot."""
+        state, pod = ask.state, ask.pod
         nodes, base, before, cpu_after = c.nodes, c.base, c.before, c.cpu_after
         rows, slots = distinct_share_options(state, nodes, pod)
         left = state.gpu_left[nodes[rows], slots]
@@ -325,7 +316,7 @@ class ArkgpuPolicy(RankingPolicy):
             mine = np.flatnonzero((rows == i) & (option == best[i]))
             return (int(slots[mine[0]]),)
 
-        return Ranking(state, pod, candidates, nodes, best, gpu)
+        return Ranking(ask, nodes, best, gpu)
 
     def _sync(self, state: ClusterState) -> None:
         """After nodes were added: rebuild the per-node tables and re-learn at the next arrival."""

@@ -10,9 +10,10 @@ only learning call), then asked to rank candidate nodes for the pod
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -28,10 +29,6 @@ _ALL = slice(None)
 
 #: Largest node the FGD simulator normalises by: 128 cores (milli-CPU).
 MAX_SPEC_CPU = 128_000
-if TYPE_CHECKING:
-    from arkgpu.placement.ranking import Ranking
-
-_ALL = slice(None)
 
 #: Largest node the FGD simulator normalises by: 8 GPUs (milli-GPU).
 MAX_SPEC_GPU = 8_000
@@ -39,19 +36,38 @@ MAX_SPEC_GPU = 8_000
 MAX_NODE_SCORE = 100
 
 
-class Policy(Protocol):
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """One pod to rank, with what the ranking may read."""
+
+    state: ClusterState
+    """The cluster (read, never changed)."""
+    pod: Pod
+    """The pod to place."""
+    rng: np.random.Generator
+    """The policy's generator (Random's draws)."""
+    candidates: IntArray | None = None
+    """Nodes to consider (state indices, in the caller's order); None for every node."""
+    waited_s: float = 0.0
+    """Seconds the pod has waited since it was created (0 on its first offer)."""
+
+    def fitting(self) -> IntArray:
+        """The candidates that pass the feasibility check, in candidate order."""
+        return fitting_nodes(self.state, self.pod, self.candidates)
+
+
+class Policy(ABC):
     """A level-1 placement policy, shaped for a scheduler.
 
     :meth:`observe` is the only call that changes what the policy has learned;
     :meth:`rank` reads the state and the learned measures and changes neither.
     The simulator calls ``observe`` once per pod when it arrives (not when a
     waiting pod is offered again), then ``rank``; the scheduler extender does
-    the same on its filter call.
+    the same on its filter call. A policy implements :meth:`ranked`.
     """
 
-    def observe(self, state: ClusterState, pod: Pod) -> None:
-        """Learn from one arriving pod (before it is ranked); a no-op for most policies."""
-        ...
+    def observe(self, state: ClusterState, pod: Pod) -> None:  # noqa: B027 - most learn nothing
+        """Learn from one arriving pod, before it is ranked; nothing for most policies."""
 
     def rank(
         self,
@@ -63,29 +79,11 @@ class Policy(Protocol):
     ) -> Ranking:
         """Which of ``candidates`` (all nodes when None) fit, their scores and GPU slots;
         ``waited_s``: how long the pod has waited since it was created."""
-        ...
+        return self.ranked(Ask(state, pod, rng, candidates, waited_s))
 
-    def choose(self, state: ClusterState, pod: Pod, rng: np.random.Generator) -> Assignment | None:
-        """Convenience for one arrival: :meth:`observe`, :meth:`rank`, then the best node."""
-        ...
-
-
-class RankingPolicy:
-    """What every built-in policy inherits: no learning, and the conveniences over :meth:`rank`."""
-
-    def observe(self, state: ClusterState, pod: Pod) -> None:
-        """Nothing to learn."""
-
-    def rank(
-        self,
-        state: ClusterState,
-        pod: Pod,
-        rng: np.random.Generator,
-        candidates: IntArray | None = None,
-        waited_s: float = 0.0,
-    ) -> Ranking:
-        """See :meth:`Policy.rank`."""
-        raise NotImplementedError
+    @abstractmethod
+    def ranked(self, ask: Ask) -> Ranking:
+        """:meth:`rank` of one :class:`Ask`."""
 
     def choose(self, state: ClusterState, pod: Pod, rng: np.random.Generator) -> Assignment | None:
         """A first offer: learn from ``pod``, then take the best-ranked node (None if none fits)."""

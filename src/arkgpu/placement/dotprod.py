@@ -22,9 +22,9 @@ from arkgpu.placement.base import (
     MAX_SPEC_CPU,
     MAX_SPEC_GPU,
     POLICIES,
+    Ask,
+    Policy,
     PolicyContext,
-    RankingPolicy,
-    fitting_nodes,
     free_gpu_count,
 )
 from arkgpu.placement.ranking import Ranking
@@ -55,19 +55,12 @@ def _free_gpus(state: ClusterState, node: int, count: int) -> tuple[int, ...]:
     return tuple(int(g) for g in free[:count])
 
 
-class DotProductPolicy(RankingPolicy):
+class DotProductPolicy(Policy):
     """Node with the least aligned leftover; GPU by the same score."""
 
-    def rank(
-        self,
-        state: ClusterState,
-        pod: Pod,
-        rng: np.random.Generator,
-        candidates: IntArray | None = None,
-        waited_s: float = 0.0,
-    ) -> Ranking:
+    def ranked(self, ask: Ask) -> Ranking:
         """Each feasible candidate scored by its best option; GPUs of that option."""
-        nodes = fitting_nodes(state, pod, candidates)
+        state, pod, nodes = ask.state, ask.pod, ask.fitting()
         options = option_scores(state, nodes, pod)
         scores = (MAX_NODE_SCORE * options.max(axis=1, initial=-np.inf)).astype(np.int64)
 
@@ -80,7 +73,7 @@ class DotProductPolicy(RankingPolicy):
                 return (best,)
             return _free_gpus(state, node, pod.num_gpu)
 
-        return Ranking(state, pod, candidates, nodes, scores, gpus)
+        return Ranking(ask, nodes, scores, gpus)
 
 
 @POLICIES.register("dotprod")

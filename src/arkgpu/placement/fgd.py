@@ -25,8 +25,9 @@ from arkgpu.model.resources import Pod
 from arkgpu.placement.base import (
     MAX_NODE_SCORE,
     POLICIES,
+    Ask,
+    Policy,
     PolicyContext,
-    RankingPolicy,
     best_fit_gpus,
     fits_gpu,
 )
@@ -51,7 +52,7 @@ class FgdLearning:
     re-tabulated at 1, 2, 4, ... arrivals, so the first shapes count at once."""
 
 
-class FgdPolicy(RankingPolicy):
+class FgdPolicy(Policy):
     """Fragmentation gradient descent over the workload's typical pods.
 
     Given ``typical`` (the FGD protocol: the whole trace's), it never learns;
@@ -82,35 +83,21 @@ class FgdPolicy(RankingPolicy):
             n, every = self._arrivals, self.learning.relearn_every
             self._next_learn = n * 2 if n < self.learning.warmup else n + every
 
-    def rank(
-        self,
-        state: ClusterState,
-        pod: Pod,
-        rng: np.random.Generator,
-        candidates: IntArray | None = None,
-        waited_s: float = 0.0,
-    ) -> Ranking:
+    def ranked(self, ask: Ask) -> Ranking:
         """Score every feasible candidate (and GPU for shares) by fragmentation change."""
-        tracker = self.tracker
-        c = tracker.candidates(state, pod, candidates)
+        tracker, state, pod = self.tracker, ask.state, ask.pod
+        c = tracker.candidates(state, pod, ask.candidates)
         if c is None:
-            return Ranking.empty(state, pod, candidates)
+            return Ranking.empty(ask)
         if pod.is_gpu_share:
-            return self._rank_share(state, pod, c, candidates)
+            return self._rank_share(ask, c)
         after = tracker.frag(c.nodes, tracker.after_whole(c.base, pod), c.cpu_after)
         nodes = c.nodes
-        return Ranking(
-            state,
-            pod,
-            candidates,
-            nodes,
-            frag_score(c.before, after),
-            lambda i: best_fit_gpus(state, int(nodes[i]), pod),
-        )
+        scores = frag_score(c.before, after)
+        return Ranking(ask, nodes, scores, lambda i: best_fit_gpus(state, int(nodes[i]), pod))
 
-    def _rank_share(
-        self, state: ClusterState, pod: Pod, c: Candidates, candidates: IntArray | None
-    ) -> Ranking:
+    def _rank_share(self, ask: Ask, c: Candidates) -> Ranking:
+        state, pod = ask.state, ask.pod
         nodes, base, before, cpu_after = c.nodes, c.base, c.before, c.cpu_after
         rows, slots = distinct_share_options(state, nodes, pod)
         left = state.gpu_left[nodes[rows], slots]
@@ -123,7 +110,7 @@ class FgdPolicy(RankingPolicy):
             mine = np.flatnonzero((rows == i) & (option == best[i]))
             return (int(slots[mine].min()),)
 
-        return Ranking(state, pod, candidates, nodes, best, gpu)
+        return Ranking(ask, nodes, best, gpu)
 
 
 def distinct_share_options(

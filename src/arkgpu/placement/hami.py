@@ -19,35 +19,26 @@ from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import MILLI_PER_GPU, Pod
 from arkgpu.placement.base import (
     POLICIES,
+    Ask,
+    Policy,
     PolicyContext,
-    RankingPolicy,
     fits_gpu,
-    fitting_nodes,
     node_gpu_left,
 )
 from arkgpu.placement.ranking import Ranking
 
 
-class HamiPolicy(RankingPolicy):
+class HamiPolicy(Policy):
     """HAMi node and GPU policy; ``binpack`` (True) or ``spread`` (False)."""
 
     def __init__(self, binpack: bool) -> None:
         self.sign = 1.0 if binpack else -1.0
 
-    def rank(
-        self,
-        state: ClusterState,
-        pod: Pod,
-        rng: np.random.Generator,
-        candidates: IntArray | None = None,
-        waited_s: float = 0.0,
-    ) -> Ranking:
+    def ranked(self, ask: Ask) -> Ranking:
         """Nodes by GPU use after placement, then GPUs by their own use."""
-        nodes = fitting_nodes(state, pod, candidates)
+        state, pod, nodes = ask.state, ask.pod, ask.fitting()
         scores = self._node_scores(state, nodes, pod)
-        return Ranking(
-            state, pod, candidates, nodes, scores, lambda i: self._gpus(state, int(nodes[i]), pod)
-        )
+        return Ranking(ask, nodes, scores, lambda i: self._gpus(state, int(nodes[i]), pod))
 
     def _node_scores(self, state: ClusterState, nodes: IntArray, pod: Pod) -> np.ndarray:
         if pod.num_gpu == 0:

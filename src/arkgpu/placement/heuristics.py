@@ -20,46 +20,32 @@ from arkgpu.placement.base import (
     MAX_SPEC_CPU,
     MAX_SPEC_GPU,
     POLICIES,
+    Ask,
+    Policy,
     PolicyContext,
-    RankingPolicy,
     best_fit_gpus,
     fits_gpu,
-    fitting_nodes,
     free_gpu_count,
     node_gpu_left,
 )
 from arkgpu.placement.ranking import Ranking
 
 
-class ScoredPolicy(RankingPolicy):
+class ScoredPolicy(Policy):
     """Filter, score every feasible node, best first (earliest on ties), best-fit GPUs."""
 
-    def rank(
-        self,
-        state: ClusterState,
-        pod: Pod,
-        rng: np.random.Generator,
-        candidates: IntArray | None = None,
-        waited_s: float = 0.0,
-    ) -> Ranking:
+    def ranked(self, ask: Ask) -> Ranking:
         """The feasible candidates, their :meth:`scores` and best-fit GPUs."""
-        nodes = fitting_nodes(state, pod, candidates)
+        state, pod, nodes = ask.state, ask.pod, ask.fitting()
         scores = self.scores(state, nodes, pod) if len(nodes) else nodes
-        return Ranking(
-            state,
-            pod,
-            candidates,
-            nodes,
-            scores,
-            lambda i: best_fit_gpus(state, int(nodes[i]), pod),
-        )
+        return Ranking(ask, nodes, scores, lambda i: best_fit_gpus(state, int(nodes[i]), pod))
 
     def scores(self, state: ClusterState, nodes: IntArray, pod: Pod) -> IntArray:
         """Integer score of each candidate node; higher is better."""
         raise NotImplementedError
 
 
-class RandomPolicy(RankingPolicy):
+class RandomPolicy(Policy):
     """Random: a uniformly drawn feasible node, and a uniformly drawn GPU with room for a share.
 
     The FGD simulator draws the node in its PreScore step and, with its ``random``
@@ -67,16 +53,9 @@ class RandomPolicy(RankingPolicy):
     The drawn node scores 1, every other feasible node 0.
     """
 
-    def rank(
-        self,
-        state: ClusterState,
-        pod: Pod,
-        rng: np.random.Generator,
-        candidates: IntArray | None = None,
-        waited_s: float = 0.0,
-    ) -> Ranking:
+    def ranked(self, ask: Ask) -> Ranking:
         """A uniformly drawn feasible candidate first; GPUs drawn when asked for."""
-        nodes = fitting_nodes(state, pod, candidates)
+        state, pod, rng, nodes = ask.state, ask.pod, ask.rng, ask.fitting()
         scores = np.zeros(len(nodes), dtype=np.int64)
         if len(nodes):
             scores[rng.integers(len(nodes))] = 1
@@ -88,7 +67,7 @@ class RandomPolicy(RankingPolicy):
             fits = np.flatnonzero(fits_gpu(state, pod, node))
             return (int(fits[rng.integers(len(fits))]),)
 
-        return Ranking(state, pod, candidates, nodes, scores, gpus)
+        return Ranking(ask, nodes, scores, gpus)
 
 
 def normalize_scores(scores: IntArray) -> IntArray:

@@ -19,7 +19,7 @@ the :class:`ShareSizing` methods, so this layer does not import colocation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -103,10 +103,22 @@ def peak_shares(
     return [p[0] for p in plans if p]
 
 
-def _memory_reason(gpu: GpuSnapshot[DemandT], mem_mib: int) -> str:
-    if gpu.free_memory_mib < mem_mib:
-        return f"GPU {gpu.index} has {gpu.free_memory_mib} MiB free, the pod asks for {mem_mib}"
-    return ""
+def _judge_each(
+    gpus: Sequence[GpuSnapshot[DemandT]],
+    mem_mib: int,
+    judge: Callable[[GpuSnapshot[DemandT]], GpuVerdict],
+) -> list[GpuVerdict]:
+    """``judge`` every GPU with ``mem_mib`` free; the others lack memory."""
+    return [
+        judge(gpu)
+        if gpu.free_memory_mib >= mem_mib
+        else GpuVerdict(
+            gpu.index,
+            False,
+            f"GPU {gpu.index} has {gpu.free_memory_mib} MiB free, the pod asks for {mem_mib}",
+        )
+        for gpu in gpus
+    ]
 
 
 def lc_verdicts(
@@ -117,40 +129,32 @@ def lc_verdicts(
     be_reserve: float = 0.0,
 ) -> list[GpuVerdict]:
     """Per GPU: can it take a new LC service at its peak ``demand``, and how much is left."""
-    out = []
-    for gpu in gpus:
-        reason = _memory_reason(gpu, mem_mib)
-        if reason:
-            out.append(GpuVerdict(gpu.index, False, reason))
-            continue
+
+    def judge(gpu: GpuSnapshot[DemandT]) -> GpuVerdict:
         shares = peak_shares((*gpu.lcs, demand), sizer)
         if shares is None:
             why = "no share meets every LC service's target at its peak with the co-runners"
-            out.append(GpuVerdict(gpu.index, False, f"GPU {gpu.index}: {why}"))
-        elif sum(shares) > 1.0 - be_reserve + SCORE_EPSILON:
+            return GpuVerdict(gpu.index, False, f"GPU {gpu.index}: {why}")
+        if sum(shares) > 1.0 - be_reserve + SCORE_EPSILON:
             why = f"LC shares at peak add up to {sum(shares):.2f} > {1.0 - be_reserve:.2f}"
-            out.append(GpuVerdict(gpu.index, False, f"GPU {gpu.index}: {why}"))
-        else:
-            spare = 1.0 - sum(shares)
-            out.append(GpuVerdict(gpu.index, True, "", spare, share_bp(shares[-1])))
-    return out
+            return GpuVerdict(gpu.index, False, f"GPU {gpu.index}: {why}")
+        return GpuVerdict(gpu.index, True, "", 1.0 - sum(shares), share_bp(shares[-1]))
+
+    return _judge_each(gpus, mem_mib, judge)
 
 
 def be_verdicts(
     mem_mib: int, gpus: Sequence[GpuSnapshot[DemandT]], sizer: ShareSizing[DemandT]
 ) -> list[GpuVerdict]:
     """Per GPU: can it take a new BE job, and what share per BE job its LC services leave."""
-    out = []
-    for gpu in gpus:
-        reason = _memory_reason(gpu, mem_mib)
-        if reason:
-            out.append(GpuVerdict(gpu.index, False, reason))
-            continue
+
+    def judge(gpu: GpuSnapshot[DemandT]) -> GpuVerdict:
         shares = peak_shares(gpu.lcs, sizer) if gpu.lcs else []
         spare = 1.0 - sum(shares) if shares is not None else 0.0
         per_job = spare / (gpu.be_jobs + 1)
-        out.append(GpuVerdict(gpu.index, True, "", per_job, share_bp(max(per_job, 0.0))))
-    return out
+        return GpuVerdict(gpu.index, True, "", per_job, share_bp(max(per_job, 0.0)))
+
+    return _judge_each(gpus, mem_mib, judge)
 
 
 def best_gpu(verdicts: Sequence[GpuVerdict]) -> int | None:

@@ -19,7 +19,7 @@ import numpy.typing as npt
 from arkgpu.model.arrays import IntArray
 from arkgpu.model.cluster import Assignment, ClusterState, PlacementError
 from arkgpu.model.resources import Pod
-from arkgpu.placement.base import feasible_nodes, fits_gpu, pick_best
+from arkgpu.placement.base import Ask, feasible_nodes, fits_gpu, pick_best
 
 _NONE: IntArray = np.zeros(0, dtype=np.int64)
 
@@ -46,12 +46,8 @@ class NodeVerdict:
 class Ranking:
     """A policy's answer for one pod over a set of candidate nodes."""
 
-    state: ClusterState
-    """The state ranked (read, never changed)."""
-    pod: Pod
-    """The pod ranked."""
-    candidates: IntArray | None
-    """Nodes asked about (state indices), or None for every node."""
+    ask: Ask
+    """The state, pod and candidates ranked."""
     nodes: IntArray
     """Candidates that fit and the policy accepts, in candidate order."""
     scores: npt.NDArray[np.generic]
@@ -64,9 +60,9 @@ class Ranking:
     """Why the policy turned :attr:`refused` away."""
 
     @classmethod
-    def empty(cls, state: ClusterState, pod: Pod, candidates: IntArray | None) -> Ranking:
+    def empty(cls, ask: Ask) -> Ranking:
         """No candidate fits."""
-        return cls(state, pod, candidates, _NONE, _NONE, _no_slots)
+        return cls(ask, _NONE, _NONE, _no_slots)
 
     def best(self) -> Assignment | None:
         """The highest score (the earliest node on ties) and its GPUs; None if nothing fits."""
@@ -80,7 +76,7 @@ class Ranking:
         rows = np.flatnonzero(self.nodes == node)
         if len(rows) == 0:
             raise PlacementError(
-                f"pod {self.pod.name} cannot go to node {node}: {self.reason(node)}"
+                f"pod {self.ask.pod.name} cannot go to node {node}: {self.reason(node)}"
             )
         return self.chooser(int(rows[0]))
 
@@ -90,13 +86,13 @@ class Ranking:
             return ""
         if self.refused is not None and (self.refused == node).any():
             return self.refusal
-        return unfit_reason(self.state, self.pod, node) or "not among the candidates"
+        return unfit_reason(self.ask.state, self.ask.pod, node) or "not among the candidates"
 
     def verdicts(self) -> list[NodeVerdict]:
         """Per candidate, in candidate order: fits (with its score) or the reason it does not."""
-        asked = np.arange(len(self.state.nodes)) if self.candidates is None else self.candidates
+        names = self.ask.state.nodes
+        asked = np.arange(len(names)) if self.ask.candidates is None else self.ask.candidates
         score = dict(zip(self.nodes.tolist(), self.scores.tolist(), strict=True))
-        names = self.state.nodes
         return [
             NodeVerdict(names[n].name, True, "", float(score[n]))
             if n in score
