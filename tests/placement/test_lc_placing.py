@@ -1,4 +1,5 @@
-"""The predictor-driven GPU choice for LC services and BE jobs, as per-GPU verdicts.
+"""The predictor-driven GPU choice for LC services and BE jobs, as per-GPU verdicts, and
+the same check on the scheduler's path for pods that carry LC attributes.
 
 Pinned: each GPU that cannot take the pod says why (memory, no share meets
 every target, shares over what BE work must keep); the chosen GPU is the
@@ -10,7 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+import pytest
+
 from arkgpu.colocation.sizing import LcDemand, ShareSizer
+from arkgpu.model.cluster import ClusterState, PlacementError
+from arkgpu.model.resources import LcAttributes, Node, Pod
+from arkgpu.placement.lc_checking import LcCheck
 from arkgpu.placement.lc_placing import (
     GpuSnapshot,
     be_verdicts,
@@ -18,6 +25,7 @@ from arkgpu.placement.lc_placing import (
     choose_gpu_for_lc,
     lc_verdicts,
 )
+from arkgpu.placement.scheduling import Scheduler, build_policy
 from arkgpu.predictor import Workload
 
 
@@ -79,3 +87,38 @@ def test_be_jobs_go_where_lc_services_leave_most_per_job() -> None:
     assert not verdicts[2].fits
     assert "100 MiB free" in verdicts[2].reason
     assert best_gpu(verdicts) == 0
+
+
+def _lc_scheduler() -> Scheduler:
+    state = ClusterState.from_nodes(
+        [Node("a", 64000, 65536, 1, "T4"), Node("b", 64000, 65536, 1, "T4")]
+    )
+    check = LcCheck(SIZER, lambda a: LcDemand(a.model, a.target_ms, a.peak_rps, a.max_batch))
+    return Scheduler(state, build_policy("packing", state), np.random.default_rng(0), check)
+
+
+def test_the_scheduler_places_lc_pods_only_where_every_target_still_holds() -> None:
+    """Packing would stack both LC services on one GPU; the predictor check refuses that
+    GPU for the second (with its reason) and the service goes to the other node, bound
+    with its predicted share; a BE pod is not checked."""
+    scheduler = _lc_scheduler()
+    heavy = LcAttributes("m", target_ms=40.0, peak_rps=300.0, max_batch=8)
+    first = Pod("lc1", 1000, 1024, 1, 500, lc=heavy)
+    second = Pod("lc2", 1000, 1024, 1, 400, lc=heavy)
+    scheduler.arrived(first)
+    binding = scheduler.assign(first, "a")
+    expected = lc_verdicts(SERVICE.at_rate(300.0), 0, [GpuSnapshot(0, 1)], SIZER)[0].share_bp
+    assert binding.share_bp == expected
+    assert binding.share_bp != 5000  # the predicted share, not the milli-GPU request
+    scheduler.arrived(second)
+    verdicts = scheduler.filter_and_score(second, ["a", "b"])
+    assert not verdicts[0].fits
+    assert "node a: GPU 0" in verdicts[0].reason
+    assert verdicts[1].fits
+    with pytest.raises(PlacementError, match="node a"):
+        scheduler.assign(second, "a")
+    be = Pod("be", 1000, 1024, 1, 300)
+    scheduler.arrived(be)
+    assert scheduler.filter_and_score(be, ["a"])[0].fits
+    scheduler.release("lc1")
+    assert scheduler.filter_and_score(second, ["a"])[0].fits

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,8 @@ from arkgpu.model.cluster import Assignment, ClusterState, PlacementError
 from arkgpu.model.resources import MILLI_PER_GPU, Node, Pod
 from arkgpu.model.shares import share_bp
 from arkgpu.placement.base import POLICIES, Policy, PolicyContext
-from arkgpu.placement.ranking import NodeVerdict
+from arkgpu.placement.lc_checking import LcCheck
+from arkgpu.placement.ranking import NodeVerdict, Ranking
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +64,22 @@ def best_verdict(verdicts: Sequence[NodeVerdict]) -> NodeVerdict | None:
 
 
 class Scheduler:
-    """One cluster state and one policy, addressed by node and pod names."""
+    """One cluster state and one policy, addressed by node and pod names.
 
-    def __init__(self, state: ClusterState, policy: Policy, rng: np.random.Generator) -> None:
-        self.state, self.policy, self.rng = state, policy, rng
+    With an :class:`~arkgpu.placement.lc_checking.LcCheck`, a pod carrying LC
+    attributes fits a node only where the predictor says every LC service on
+    the GPUs the policy picks still meets its target, and is bound with the
+    predicted share; without one, a pod's share is its milli-GPU request.
+    """
+
+    def __init__(
+        self,
+        state: ClusterState,
+        policy: Policy,
+        rng: np.random.Generator,
+        lc_check: LcCheck[Any] | None = None,
+    ) -> None:
+        self.state, self.policy, self.rng, self.lc_check = state, policy, rng, lc_check
         self._running: dict[str, tuple[Pod, Assignment]] = {}
 
     def join(self, node: Node) -> None:
@@ -84,8 +98,21 @@ class Scheduler:
         self, pod: Pod, candidates: Sequence[str], waited_s: float = 0.0
     ) -> list[NodeVerdict]:
         """Per candidate, in order: fits with a score, or the reason it does not."""
-        nodes = self._indices(candidates)
-        return self.policy.rank(self.state, pod, self.rng, nodes, waited_s).verdicts()
+        ranking = self.policy.rank(self.state, pod, self.rng, self._indices(candidates), waited_s)
+        verdicts = ranking.verdicts()
+        check = self.lc_check
+        if check is None or pod.lc is None:
+            return verdicts
+        return [self._lc_verdict(check, ranking, v) if v.fits else v for v in verdicts]
+
+    def _lc_verdict(
+        self, check: LcCheck[Any], ranking: Ranking, verdict: NodeVerdict
+    ) -> NodeVerdict:
+        """``verdict`` of a node the policy accepts, unless the LC check refuses its GPUs."""
+        i = self.state.node_index(verdict.node)
+        where = Assignment(i, ranking.slots(i))
+        judged = check.judge(self.state, ranking.ask.pod, where)
+        return verdict if judged.fits else NodeVerdict(verdict.node, False, judged.reason, 0.0)
 
     def assign(self, pod: Pod, node: str, waited_s: float = 0.0) -> Binding:
         """Bind ``pod`` to ``node``: the policy's GPUs there, taken in the state."""
@@ -94,9 +121,16 @@ class Scheduler:
         i = self.state.node_index(node)
         ranking = self.policy.rank(self.state, pod, self.rng, self._indices([node]), waited_s)
         where = Assignment(i, ranking.slots(i))
+        share = share_bp(pod.gpu_milli / MILLI_PER_GPU) if pod.num_gpu else 0
+        if self.lc_check is not None:
+            judged = self.lc_check.judge(self.state, pod, where)
+            if not judged.fits:
+                raise PlacementError(f"pod {pod.name}: {judged.reason}")
+            share = judged.share_bp if pod.lc is not None and where.gpus else share
         self.state.place(pod, where)
         self._running[pod.name] = (pod, where)
-        share = share_bp(pod.gpu_milli / MILLI_PER_GPU) if pod.num_gpu else 0
+        if self.lc_check is not None:
+            self.lc_check.bound(pod, where)
         return Binding(node, where.gpus, share, pod.gpu_memory_mib)
 
     def release(self, name: str) -> None:
@@ -106,6 +140,8 @@ class Scheduler:
         except KeyError:
             raise PlacementError(f"no running pod called {name!r}") from None
         self.state.remove(pod, where)
+        if self.lc_check is not None:
+            self.lc_check.released(pod, where)
 
     def _indices(self, names: Sequence[str]) -> IntArray:
         return np.array([self.state.node_index(n) for n in names], dtype=np.int64)
