@@ -40,7 +40,7 @@ from arkgpu.model.resources import Node, Pod
 from arkgpu.placement import POLICIES, PolicyContext
 from arkgpu.placement.base import Policy, feasible_nodes
 from arkgpu.placement.defrag import DefragProblem
-from arkgpu.sim.placing import ExperimentConfig, decide, set_up
+from arkgpu.sim.placing import ExperimentConfig, decide, offer_arrivals, set_up
 
 DEPART, ARRIVE, RETRY = 0, 1, 2
 
@@ -326,19 +326,13 @@ def place_until(
 ) -> DefragProblem:
     """FGD protocol up to 100% of capacity arrived: running pods and places, failed pods waiting."""
     setup = set_up(nodes, pods, ExperimentConfig(inflate=inflate, seed=seed))
-    state, arrivals, policy_rng = setup.state, setup.arrivals, setup.policy_rng
-    chooser = POLICIES.create(policy, PolicyContext(state, pods))
+    capacity = setup.state.total_gpu_milli
+    chooser = POLICIES.create(policy, PolicyContext(setup.state, pods))
     running: list[tuple[Pod, Assignment]] = []
     waiting: list[Pod] = []
-    arrived = 0
-    for pod in arrivals:
-        arrived += pod.total_gpu_milli
-        if arrived > state.total_gpu_milli:
-            break
-        choice = decide(chooser, state, pod, policy_rng)
-        if choice is None:
+    for pod, where, _ in offer_arrivals(setup, chooser, lambda arrived: arrived <= capacity):
+        if where is None:
             waiting.append(pod)
         else:
-            state.place(pod, choice)
-            running.append((pod, choice))
-    return DefragProblem(state, tuple(running), tuple(waiting))
+            running.append((pod, where))
+    return DefragProblem(setup.state, tuple(running), tuple(waiting))
