@@ -1,6 +1,6 @@
 """``arkgpu``: level-1 placement, level-2 split and the adjustment unit, over the fitted predictor.
 
-Placement (:mod:`arkgpu.colocation.placing`): an LC service goes to a GPU
+Placement (:mod:`arkgpu.placement.lc_placing`): an LC service goes to a GPU
 only if every LC service there is predicted to meet its target at its peak;
 BE jobs go where LC services leave the most share. If no GPU passes, the pod
 waits. Sharing is spatial: each pod has a compute share enforced like an MPS
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from arkgpu.colocation.adjusting import AdjustmentUnit, BeWorkload, LcObservation
-from arkgpu.colocation.placing import GpuSnapshot, choose_gpu_for_be, choose_gpu_for_lc
 from arkgpu.colocation.sizing import LcDemand
+from arkgpu.placement.lc_placing import GpuSnapshot, choose_gpu_for_be, choose_gpu_for_lc
 from arkgpu.sim.colocation.modes.base import (
     ModeContext,
     SharingMode,
@@ -50,7 +50,7 @@ class ArkGpuMode(SharingMode):
         super().__init__(ctx)
         self.units: dict[int, AdjustmentUnit] = {}
 
-    def _snapshot(self, gpu: GpuRuntime) -> GpuSnapshot:
+    def _snapshot(self, gpu: GpuRuntime) -> GpuSnapshot[LcDemand]:
         return GpuSnapshot(
             gpu.index,
             gpu.memory_mib - gpu.used_memory_mib(),
