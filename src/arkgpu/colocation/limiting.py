@@ -14,7 +14,9 @@ def limits_for(entry: ContainerDecision) -> Limits:
 
     The compute share and the shares lent go over as they are (both are basis
     points, :mod:`arkgpu.model.shares`); the memory cap turns from MiB into
-    bytes. Pacing mode, burst and staleness keep the limiter's defaults.
+    bytes. Pacing mode, burst and staleness keep the limiter's defaults. Lender
+    ``k`` of ``entry.lenders`` is the one whose usage file the runtime links at
+    ``lenders/<k>`` (:func:`arkgpu.limiter.lending.link_lender`).
     """
     memory = None if entry.memory_mib is None else entry.memory_mib * MIB
     return Limits(memory_bytes=(memory,), share_bp=entry.share_bp, lent_bp=entry.lent_bp)
