@@ -5,8 +5,8 @@ import dataclasses
 import pytest
 from colocation_helpers import be, lc, tiny
 
-from arkgpu.colocation.adjusting import LcDemand, LcObservation
-from arkgpu.colocation.sizing import ShareSizer
+from arkgpu.colocation.observations import GpuObservations, LcObservation
+from arkgpu.colocation.sizing import LcDemand, ShareSizer
 from arkgpu.sim.colocation.modes import ModeNotApplicableError, ModeOptions
 from arkgpu.sim.colocation.runtime import GpuRuntime, PodState
 from arkgpu.sim.colocation.simulating import CoLocationSim, RunOptions
@@ -109,11 +109,11 @@ def test_tgs_rate_is_aimd_on_lc_throughput(truth: GroundTruth, sizer: ShareSizer
     sim = _sim(tiny(lc("a") + be("t")), "tgs", truth, sizer)
     gpu = GpuRuntime(0, 32768)
     demand = LcDemand("resnet50", 25.0, 100.0, max_batch=32)
-    calm = [LcObservation("a", demand, 5.0, queued=0)]
+    calm = GpuObservations(0, (LcObservation("a", demand, 5.0, queued=0),))
     sim.mode.on_tick(gpu, calm)
     sim.mode.on_tick(gpu, calm)
     assert gpu.control["rate"] == pytest.approx(0.05 + 0.05 + 0.05)
-    sim.mode.on_tick(gpu, [LcObservation("a", demand, 50.0, queued=100)])
+    sim.mode.on_tick(gpu, GpuObservations(0, (LcObservation("a", demand, 50.0, queued=100),)))
     assert gpu.control["rate"] == pytest.approx(0.15 * 0.5)
 
 

@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from arkgpu.colocation.adjusting import AdjustmentUnit, BeWorkload, LcObservation
+from arkgpu.colocation.adjusting import AdjustmentUnit
+from arkgpu.colocation.observations import BeObservation, LcObservation
 from arkgpu.colocation.sizing import BiasedPredictor, LcDemand, ShareSizer
 from arkgpu.placement.lc_placing import GpuSnapshot, choose_gpu_for_be, choose_gpu_for_lc
 
@@ -65,34 +66,36 @@ def test_adjustment_unit_raises_under_a_load_step_and_gives_back_after(
     fake_sizer: ShareSizer,
 ) -> None:
     """A load step raises the LC share at once; when load falls the share drains back to
-    the low-load level within a few periods, and BE gets the rest every period."""
+    the low-load level within a few periods, and BE gets the rest every period (shares in
+    basis points)."""
     unit = AdjustmentUnit(fake_sizer)
-    bes = [BeWorkload("be", "m", 32)]
-    low = [unit.step([_obs(100.0, 5.0)], bes).lc["lc"] for _ in range(5)][-1]
+    bes = [BeObservation("be", "m", 32)]
+    low = [unit.step([_obs(100.0, 5.0)], bes).lc_bp["lc"] for _ in range(5)][-1]
     step = unit.step([_obs(400.0, 5.0)], bes)
-    assert step.lc["lc"] > low * 1.5
-    assert step.be["be"] == pytest.approx(1.0 - step.lc["lc"])
-    shares = [unit.step([_obs(100.0, 5.0)], bes).lc["lc"] for _ in range(30)]
+    assert step.lc_bp["lc"] > low * 1.5
+    assert step.be_bp["be"] == 10_000 - step.lc_bp["lc"]
+    shares = [unit.step([_obs(100.0, 5.0)], bes).lc_bp["lc"] for _ in range(30)]
     assert shares[0] > shares[-1]
-    assert shares[-1] == pytest.approx(low, abs=0.011)
+    assert abs(shares[-1] - low) <= 110
 
 
 def test_adjustment_unit_boosts_on_measured_tail_latency(fake_sizer: ShareSizer) -> None:
-    """p99 above the violation ratio adds raise_step per period (capped); a low p99 drains it."""
+    """p99 above the violation ratio adds raise_step (0.1 = 1000 bp) per period; a low p99
+    drains release_step (0.02 = 200 bp) per period; a queue over a full batch raises again."""
     unit = AdjustmentUnit(fake_sizer)
-    base = unit.step([_obs(200.0, math.nan)], []).lc["lc"]
-    hot = [unit.step([_obs(200.0, 19.0)], []).lc["lc"] for _ in range(3)]
-    assert hot == pytest.approx([base + 0.1, base + 0.2, base + 0.3])
-    cool = unit.step([_obs(200.0, 5.0)], []).lc["lc"]
-    assert cool == pytest.approx(base + 0.28)
-    queued = unit.step([_obs(200.0, 5.0, queued=100)], []).lc["lc"]
+    base = unit.step([_obs(200.0, math.nan)], []).lc_bp["lc"]
+    hot = [unit.step([_obs(200.0, 19.0)], []).lc_bp["lc"] for _ in range(3)]
+    assert hot == [base + 1000, base + 2000, base + 3000]
+    cool = unit.step([_obs(200.0, 5.0)], []).lc_bp["lc"]
+    assert cool == base + 2800
+    queued = unit.step([_obs(200.0, 5.0, queued=100)], []).lc_bp["lc"]
     assert queued > cool
 
 
 def test_overloaded_gpu_gives_lc_everything_and_be_nothing(fake_sizer: ShareSizer) -> None:
-    """When LC needs exceed the GPU their shares are scaled to 1 and BE gets 0."""
+    """When LC needs exceed the GPU their shares are scaled to the whole GPU and BE gets 0."""
     unit = AdjustmentUnit(fake_sizer)
     obs = [LcObservation(n, DEMAND.at_rate(700.0), 30.0) for n in ("a", "b")]
-    split = unit.step(obs, [BeWorkload("be", "m", 32)])
-    assert sum(split.lc.values()) == pytest.approx(1.0)
-    assert split.be["be"] == 0.0
+    split = unit.step(obs, [BeObservation("be", "m", 32)])
+    assert sum(split.lc_bp.values()) == 10_000
+    assert split.be_bp["be"] == 0

@@ -15,8 +15,9 @@ the queue length now. For LC service ``i`` the unit computes:
   more than one full batch (a violation is coming); ``u_i -= release_step``
   (not below 0) when ``p_i < relax_ratio * T_i``; unchanged in between;
   ``u_i <= max_boost``;
-* share ``s_i = min(1, b_i + u_i)``; if the LC shares add up to more than 1
-  they are scaled down to 1 (overload: BE gets nothing).
+* share ``s_i = min(1, b_i + u_i)``; :func:`arkgpu.colocation.splitting.split_gpu`
+  turns the shares into the GPU's split in basis points: if the LC shares add
+  up to more than 1 they are scaled down to 1 (overload: BE gets nothing).
 
 BE jobs on the GPU split the rest equally: ``(1 - sum s_i) / n_BE``. When the
 load falls, ``b_i`` falls with the smoothed rate and ``u_i`` drains by
@@ -29,7 +30,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from arkgpu.colocation.sizing import LcDemand, ShareSizer
+from arkgpu.colocation.observations import BeObservation, LcObservation
+from arkgpu.colocation.sizing import ShareSizer
+from arkgpu.colocation.splitting import ShareSplit, split_gpu
+from arkgpu.model.shares import share_fraction
 from arkgpu.predictor import Workload
 
 
@@ -52,42 +56,9 @@ class AdjustmentConfig:
     """Largest correction above the predicted base share."""
     rate_smoothing: float = 0.3
     """Weight of the newest measured rate when the rate falls (EWMA)."""
-
-
-@dataclass(frozen=True)
-class LcObservation:
-    """One LC service's measurements over the last period."""
-
-    name: str
-    """Service name."""
-    demand: LcDemand
-    """Model, target and batching; ``rate_rps`` is the measured request rate."""
-    p99_ms: float
-    """Measured p99 latency (ms) over the period; NaN when nothing completed."""
-    queued: int = 0
-    """Requests waiting now."""
-
-
-@dataclass(frozen=True)
-class ShareSplit:
-    """Compute shares decided for the pods of one GPU."""
-
-    lc: dict[str, float]
-    """Share per LC service."""
-    be: dict[str, float]
-    """Share per BE job."""
-
-
-@dataclass(frozen=True)
-class BeWorkload:
-    """A BE job as a co-runner: model and batch of its iterations."""
-
-    name: str
-    """Job name."""
-    model: str
-    """DNN model trained."""
-    batch: int
-    """Training batch."""
+    min_lc_bp: int = 100
+    """Smallest share an LC service is given, basis points (1%, one MPS
+    active-thread percent): a service at no share would never finish a batch."""
 
 
 @dataclass
@@ -103,19 +74,16 @@ class AdjustmentUnit:
     boosts: dict[str, float] = field(default_factory=dict)
     """Current boost per LC service."""
     last: ShareSplit = field(default_factory=lambda: ShareSplit({}, {}))
-    """The previous decision."""
+    """The previous split (its shares estimate the co-runners' interference)."""
     batches: dict[str, int] = field(default_factory=dict)
     """Batch each LC service was sized to run (for the interference estimate)."""
 
-    def step(self, observations: Sequence[LcObservation], bes: Sequence[BeWorkload]) -> ShareSplit:
+    def step(
+        self, observations: Sequence[LcObservation], bes: Sequence[BeObservation]
+    ) -> ShareSplit:
         """Decide the shares for the next period."""
         shares = {o.name: self._lc_share(o, observations, bes) for o in observations}
-        total = sum(shares.values())
-        if total > 1.0:
-            shares = {k: v / total for k, v in shares.items()}
-            total = 1.0
-        rest = max(0.0, 1.0 - total)
-        split = ShareSplit(shares, {b.name: rest / len(bes) for b in bes})
+        split = split_gpu(shares, [b.name for b in bes], self.config.min_lc_bp)
         self.last = split
         return split
 
@@ -141,7 +109,7 @@ class AdjustmentUnit:
         return boost
 
     def _lc_share(
-        self, o: LcObservation, all_obs: Sequence[LcObservation], bes: Sequence[BeWorkload]
+        self, o: LcObservation, all_obs: Sequence[LcObservation], bes: Sequence[BeObservation]
     ) -> float:
         demand = o.demand.at_rate(self._rate(o))
         slowdown = self.sizer.slowdown(self._workload(o), self._corunners(o, all_obs, bes))
@@ -151,15 +119,16 @@ class AdjustmentUnit:
         return min(1.0, base + self._boost(o))
 
     def _workload(self, o: LcObservation) -> Workload:
-        share = self.last.lc.get(o.name, 0.5) or 0.5
+        last = self.last.lc_bp.get(o.name, 0)
+        share = share_fraction(last) if last else 0.5
         return Workload(o.demand.model, self.batches.get(o.name, 1), min(1.0, max(share, 0.01)))
 
     def _corunners(
-        self, o: LcObservation, all_obs: Sequence[LcObservation], bes: Sequence[BeWorkload]
+        self, o: LcObservation, all_obs: Sequence[LcObservation], bes: Sequence[BeObservation]
     ) -> list[Workload]:
         work = [self._workload(x) for x in all_obs if x.name != o.name]
         for b in bes:
-            share = self.last.be.get(b.name, 0.0)
+            share = share_fraction(self.last.be_bp.get(b.name, 0))
             if share > 0.005:
                 work.append(Workload(b.model, b.batch, min(1.0, share)))
         return work

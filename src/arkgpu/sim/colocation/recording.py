@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from arkgpu.colocation.observations import p99_ms
 from arkgpu.sim.colocation.metrics import Series
 from arkgpu.sim.colocation.runtime import BeRuntime, GpuRuntime, LcRuntime, PodState
 
@@ -43,10 +44,7 @@ class Recorder:
 
     def p99_ms(self, lc: LcRuntime) -> float:
         """p99 (ms) over every completed request of ``lc``, NaN when none."""
-        kept = self._latencies[lc] + [w.astype(np.float32) for w in lc.window]
-        if not kept:
-            return float("nan")
-        return float(np.percentile(np.concatenate(kept), 99)) * 1000.0
+        return p99_ms(self._latencies[lc] + [w.astype(np.float32) for w in lc.window])
 
     def note_down(self, be: BeRuntime, now: float) -> None:
         """``be`` is down from ``now`` until its ``down_until``."""
@@ -71,11 +69,7 @@ class Recorder:
         self._time_s += period
         if not self._keep:
             return
-        nan = float("nan")
-        p99 = [
-            float(np.percentile(np.concatenate(lc.window), 99)) * 1000.0 if lc.window else nan
-            for lc in self._lcs
-        ]
+        p99 = [p99_ms(lc.window) for lc in self._lcs]
         running = [lc.state is PodState.RUNNING for lc in self._lcs]
         self._rows.append(
             (

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from arkgpu.colocation.observations import BeObservation
 from arkgpu.sim.colocation.scenarios import BeSpec, LcSpec
 from arkgpu.sim.engine import EventHandle
 
@@ -25,8 +26,24 @@ class PodState(enum.Enum):
     """A BE job that completed its iterations."""
 
 
+class _OfSpec:
+    """Name and memory of a pod, read from its spec."""
+
+    spec: LcSpec | BeSpec
+
+    @property
+    def name(self) -> str:
+        """Pod (service or job) name."""
+        return self.spec.name
+
+    @property
+    def mem_mib(self) -> int:
+        """GPU memory it needs."""
+        return self.spec.mem_mib
+
+
 @dataclass(eq=False)
-class LcRuntime:
+class LcRuntime(_OfSpec):
     """One LC service: its arrivals, its batcher's position and its counters."""
 
     spec: LcSpec
@@ -76,23 +93,13 @@ class LcRuntime:
     tokens_at: float = 0.0
     """Time (s) the bucket was last refilled."""
 
-    @property
-    def name(self) -> str:
-        """Service name."""
-        return self.spec.name
-
-    @property
-    def mem_mib(self) -> int:
-        """GPU memory it needs."""
-        return self.spec.mem_mib
-
     def queued(self, now: float) -> int:
         """Requests that have arrived and wait for a batch."""
         return int(np.searchsorted(self.arrivals, now, side="right")) - self.head
 
 
 @dataclass(eq=False)
-class BeRuntime:
+class BeRuntime(_OfSpec):
     """One BE training job: progress as a fluid of iterations."""
 
     spec: BeSpec
@@ -113,16 +120,6 @@ class BeRuntime:
     """Time (s) the job finished."""
     down_until: float = 0.0
     """The job restarts at this time after a fault (s)."""
-
-    @property
-    def name(self) -> str:
-        """Job name."""
-        return self.spec.name
-
-    @property
-    def mem_mib(self) -> int:
-        """GPU memory it needs."""
-        return self.spec.mem_mib
 
     @property
     def active(self) -> bool:
@@ -160,3 +157,9 @@ class GpuRuntime:
     def running_bes(self) -> list[BeRuntime]:
         """BE jobs running here."""
         return [b for b in self.bes if b.active]
+
+    def be_observations(self) -> tuple[BeObservation, ...]:
+        """The running BE jobs as the control loop sees them."""
+        return tuple(
+            BeObservation(b.name, b.spec.model, b.spec.batch, b.mem_mib) for b in self.running_bes()
+        )

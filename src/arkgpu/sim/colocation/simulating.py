@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from arkgpu.colocation.adjusting import LcObservation
-from arkgpu.colocation.sizing import LcDemand, ShareSizer
+from arkgpu.colocation.observations import GpuObservations, LcObservation, observe_lc
+from arkgpu.colocation.sizing import ShareSizer
 from arkgpu.model.gpus import gpu_model
 from arkgpu.sim.colocation.loads import load_curve, poisson_arrivals
 from arkgpu.sim.colocation.metrics import BeResult, LcResult, RunResult
@@ -200,8 +200,7 @@ class CoLocationSim:
             busy[lc] = min(1.0, lc.busy_s / period)
         finished = [be for be in self.bes if be.active and self._advance(be, busy, period)]
         for gpu in self.gpus:
-            obs = [self._observe(lc, period) for lc in gpu.lcs if lc.state is PodState.RUNNING]
-            self.mode.on_tick(gpu, obs)
+            self.mode.on_tick(gpu, self._observe_gpu(gpu, period))
         self.recorder.record(now, self.gpus, busy, period)
         for lc in self.lcs:
             lc.busy_s, lc.window, lc.window_done = 0.0, [], 0
@@ -231,14 +230,24 @@ class CoLocationSim:
         be.state = PodState.FINISHED
         return True
 
+    def _observe_gpu(self, gpu: GpuRuntime, period: float) -> GpuObservations:
+        """What the control loop of ``gpu`` sees of the period that ends now."""
+        lcs = tuple(self._observe(lc, period) for lc in gpu.lcs if lc.state is PodState.RUNNING)
+        return GpuObservations(gpu.index, lcs, gpu.be_observations())
+
     def _observe(self, lc: LcRuntime, period: float) -> LcObservation:
         now = self.env.now
-        arrived = self.recorder.arrivals_in_period(lc, now)
-        p99 = float(np.percentile(np.concatenate(lc.window), 99)) * 1000 if lc.window else np.nan
+        observation = observe_lc(
+            lc.name,
+            lc.spec,
+            arrived=self.recorder.arrivals_in_period(lc, now),
+            period_s=period,
+            latencies_s=lc.window,
+            queued=lc.queued(now),
+            memory_mib=lc.mem_mib,
+        )
         self.recorder.keep_latencies(lc)
-        s = lc.spec
-        demand = LcDemand(s.model, s.target_ms, arrived / period, s.max_batch, s.max_queue_delay_ms)
-        return LcObservation(lc.name, demand, p99, lc.queued(now))
+        return observation
 
     # -- run -------------------------------------------------------------------
     def run(self) -> RunResult:

@@ -9,16 +9,23 @@ latency is the measured latency at the pod's share times the measured
 interference of the co-runners executing at its start; a BE job's rate uses
 its share and the LC services' busy fractions. Every control period the
 adjustment unit (:mod:`arkgpu.colocation.adjusting`) of each GPU sets new
-shares from the measured rates and p99 latencies. Policies see the predictor
-only; the latencies they produce come from the ground truth.
+shares from the measured rates and p99 latencies. The first split of a GPU
+and every adjustment run through
+:class:`arkgpu.colocation.deciding.NodeController`, the node runtime's control
+loop: the mode applies its decision (shares in basis points, and the share
+each LC service lends each BE job while idle) to the simulated pods. Policies
+see the predictor only; the latencies they produce come from the ground truth.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
-from arkgpu.colocation.adjusting import AdjustmentUnit, BeWorkload, LcObservation
+from arkgpu.colocation.deciding import ControlConfig, GpuDecision, NodeController
+from arkgpu.colocation.observations import GpuObservations, peak_demand, peak_observation
 from arkgpu.colocation.sizing import LcDemand
+from arkgpu.model.shares import share_fraction
 from arkgpu.placement.lc_placing import GpuSnapshot, choose_gpu_for_be, choose_gpu_for_lc
 from arkgpu.sim.colocation.modes.base import (
     ModeContext,
@@ -27,19 +34,7 @@ from arkgpu.sim.colocation.modes.base import (
     busy_corunners,
     register_mode,
 )
-from arkgpu.sim.colocation.runtime import BeRuntime, GpuRuntime, LcRuntime, Pod, PodState
-from arkgpu.sim.colocation.scenarios import LcSpec
-
-
-def peak_demand(spec: LcSpec) -> LcDemand:
-    """An LC service's demand at its peak rate."""
-    return LcDemand(
-        spec.model, spec.target_ms, spec.peak_rps, spec.max_batch, spec.max_queue_delay_ms
-    )
-
-
-def _workloads(gpu: GpuRuntime) -> list[BeWorkload]:
-    return [BeWorkload(b.name, b.spec.model, b.spec.batch) for b in gpu.running_bes()]
+from arkgpu.sim.colocation.runtime import BeRuntime, GpuRuntime, LcRuntime, Pod
 
 
 @register_mode("arkgpu")
@@ -48,7 +43,9 @@ class ArkGpuMode(SharingMode):
 
     def __init__(self, ctx: ModeContext) -> None:
         super().__init__(ctx)
-        self.units: dict[int, AdjustmentUnit] = {}
+        config = ControlConfig(lend_idle_share=self.lends_idle_share)
+        self.controller = NodeController(ctx.sizer, config)
+        self.decisions: dict[int, GpuDecision] = {}
 
     def _snapshot(self, gpu: GpuRuntime) -> GpuSnapshot[LcDemand]:
         return GpuSnapshot(
@@ -68,26 +65,25 @@ class ArkGpuMode(SharingMode):
             )
         return choose_gpu_for_be(pod.mem_mib, snaps, self.ctx.sizer)
 
-    def _unit(self, gpu: GpuRuntime) -> AdjustmentUnit:
-        if gpu.index not in self.units:
-            self.units[gpu.index] = AdjustmentUnit(self.ctx.sizer)
-        return self.units[gpu.index]
-
     def reshare(self, gpu: GpuRuntime) -> None:
         """Start from the split at each LC service's peak until the unit has measurements."""
-        obs = [LcObservation(lc.name, peak_demand(lc.spec), float("nan")) for lc in gpu.lcs]
-        self._apply(gpu, obs)
+        lcs = tuple(peak_observation(lc.name, lc.spec, lc.mem_mib) for lc in gpu.lcs)
+        self._apply(gpu, GpuObservations(gpu.index, lcs, gpu.be_observations()))
 
-    def on_tick(self, gpu: GpuRuntime, observations: Sequence[LcObservation]) -> None:
-        """Run the adjustment unit on the period's measurements."""
+    def on_tick(self, gpu: GpuRuntime, observations: GpuObservations) -> None:
+        """Run the node's control loop on the period's measurements."""
         self._apply(gpu, observations)
 
-    def _apply(self, gpu: GpuRuntime, observations: Sequence[LcObservation]) -> None:
-        split = self._unit(gpu).step(observations, _workloads(gpu))
+    def _apply(self, gpu: GpuRuntime, observations: GpuObservations) -> None:
+        """Give each pod the share the control loop decided (basis points to a fraction)."""
+        decision = self.decisions[gpu.index] = self.controller.tick(observations)
         for lc in gpu.lcs:
-            lc.share = max(split.lc.get(lc.name, lc.share), 0.01)
+            entry = decision.entry(lc.name)
+            if entry is not None:
+                lc.share = share_fraction(entry.share_bp)
         for be in gpu.running_bes():
-            be.share = split.be.get(be.name, 0.0)
+            entry = decision.entry(be.name)
+            be.share = 0.0 if entry is None else share_fraction(entry.share_bp)
 
     def lc_batch_ms(self, lc: LcRuntime, batch: int, gpu: GpuRuntime) -> float:
         """Measured latency at the LC share with the executing co-runners' interference."""
@@ -95,17 +91,21 @@ class ArkGpuMode(SharingMode):
         slow = truth.slowdown(lc.spec.model, batch, lc.share, busy_corunners(lc, gpu))
         return truth.latency_ms(lc.spec.model, batch, lc.share) * slow
 
-    lends_idle_share = True
+    lends_idle_share: ClassVar[bool] = True
     """BE jobs use the share of LC services while those are idle (see the module docstring)."""
 
     def be_share(self, be: BeRuntime, gpu: GpuRuntime, busy: Mapping[LcRuntime, float]) -> float:
-        """BE share over the period: its own plus, when lending, the LC shares left idle."""
-        if not self.lends_idle_share:
+        """BE share over the period: its own plus what its lenders lent it while idle."""
+        decision = self.decisions.get(gpu.index)
+        entry = None if decision is None else decision.entry(be.name)
+        if entry is None or not entry.lenders:
             return be.share
+        lcs = {lc.name: lc for lc in gpu.lcs}
         idle = sum(
-            (1.0 - busy.get(lc, 0.0)) * lc.share for lc in gpu.lcs if lc.state is PodState.RUNNING
+            (1.0 - busy.get(lcs[k], 0.0)) * share_fraction(bp)
+            for k, bp in zip(entry.lenders, entry.lent_bp, strict=True)
         )
-        return min(1.0, be.share + idle / len(gpu.running_bes()))
+        return min(1.0, be.share + idle)
 
     def be_rate(self, be: BeRuntime, gpu: GpuRuntime, busy: Mapping[LcRuntime, float]) -> float:
         """Measured iteration rate at the BE share with busy-weighted LC interference."""

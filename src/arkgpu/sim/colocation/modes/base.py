@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from arkgpu.colocation.adjusting import LcObservation
+from arkgpu.colocation.observations import GpuObservations
 from arkgpu.colocation.sizing import ShareSizer
 from arkgpu.sim.colocation.runtime import BeRuntime, GpuRuntime, LcRuntime, Pod
 from arkgpu.sim.colocation.scenarios import Scenario
@@ -105,7 +105,7 @@ class SharingMode(ABC):
         """Iterations/s of ``be`` over the last period, given the LC busy fractions."""
 
     def on_tick(  # noqa: B027 - optional hook (adaptive modes)
-        self, gpu: GpuRuntime, observations: Sequence[LcObservation]
+        self, gpu: GpuRuntime, observations: GpuObservations
     ) -> None:
         """Adapt once per control period (adaptive modes)."""
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from arkgpu.colocation.adjusting import LcObservation
+from arkgpu.colocation.observations import GpuObservations
 from arkgpu.sim.colocation.modes.base import SharingMode, register_mode, spread
 from arkgpu.sim.colocation.runtime import BeRuntime, GpuRuntime, LcRuntime, Pod
 
@@ -46,11 +46,11 @@ class TgsMode(SharingMode):
         full = self.ctx.truth.training_iteration_ms(be.spec.model, be.spec.batch, 1.0)
         return 1000.0 * frac / full
 
-    def on_tick(self, gpu: GpuRuntime, observations: Sequence[LcObservation]) -> None:
+    def on_tick(self, gpu: GpuRuntime, observations: GpuObservations) -> None:
         """Multiplicative decrease when an LC service falls behind, additive increase otherwise."""
         opts, rate = self.ctx.options, self._rate(gpu)
         behind = False
-        for o in observations:
+        for o in observations.lcs:
             previous = gpu.control.get(f"queued:{o.name}", 0.0)
             gpu.control[f"queued:{o.name}"] = float(o.queued)
             behind |= o.queued > o.demand.max_batch and o.queued > previous

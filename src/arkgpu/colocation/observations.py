@@ -1,0 +1,137 @@
+"""What the node control loop sees of one GPU each period: LC measurements and BE jobs.
+
+The simulator builds these from its own state every control period; the node
+runtime builds them from the control regions and the LC services' metrics.
+Both then hand them to :class:`arkgpu.colocation.deciding.NodeController`.
+A measured period turns into an observation through :func:`observe_lc`, so
+the request rate and the p99 are computed the same way in both places.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from arkgpu.colocation.sizing import LcDemand
+
+
+class LcService(Protocol):
+    """What the control loop needs to know about an LC service that does not change.
+
+    A scenario's ``LcSpec`` has these fields; so will a pod's annotations.
+    """
+
+    @property
+    def model(self) -> str:
+        """DNN model served."""
+        ...
+
+    @property
+    def target_ms(self) -> float:
+        """p99 latency target (ms)."""
+        ...
+
+    @property
+    def peak_rps(self) -> float:
+        """Request rate (requests/s) expected at the peak of its load."""
+        ...
+
+    @property
+    def max_batch(self) -> int:
+        """Largest batch its batcher forms."""
+        ...
+
+    @property
+    def max_queue_delay_ms(self) -> float:
+        """Its batcher's queue delay (ms)."""
+        ...
+
+
+def demand_at(service: LcService, rate_rps: float) -> LcDemand:
+    """``service``'s demand at request rate ``rate_rps`` (requests/s)."""
+    s = service
+    return LcDemand(s.model, s.target_ms, rate_rps, s.max_batch, s.max_queue_delay_ms)
+
+
+def peak_demand(service: LcService) -> LcDemand:
+    """``service``'s demand at its peak rate (what placement and a fresh split size for)."""
+    return demand_at(service, service.peak_rps)
+
+
+@dataclass(frozen=True)
+class LcObservation:
+    """One LC service's measurements over the last period."""
+
+    name: str
+    """Service name."""
+    demand: LcDemand
+    """Model, target and batching; ``rate_rps`` is the measured request rate."""
+    p99_ms: float
+    """Measured p99 latency (ms) over the period; NaN when nothing completed."""
+    queued: int = 0
+    """Requests waiting now."""
+    memory_mib: int | None = None
+    """GPU memory the pod asked for (MiB), its cap; None: no cap."""
+
+
+@dataclass(frozen=True)
+class BeObservation:
+    """A BE job on the GPU: what it trains, as a co-runner of the LC services."""
+
+    name: str
+    """Job name."""
+    model: str
+    """DNN model trained."""
+    batch: int
+    """Training batch."""
+    memory_mib: int | None = None
+    """GPU memory the pod asked for (MiB), its cap; None: no cap."""
+
+
+@dataclass(frozen=True)
+class GpuObservations:
+    """Everything the control loop sees of one GPU in one period."""
+
+    gpu: int
+    """GPU index on the node."""
+    lcs: tuple[LcObservation, ...] = ()
+    """The running LC services, in a fixed order (the order of the decision)."""
+    bes: tuple[BeObservation, ...] = ()
+    """The running BE jobs, in a fixed order."""
+
+
+def observe_lc(
+    name: str,
+    service: LcService,
+    *,
+    arrived: int,
+    period_s: float,
+    latencies_s: Sequence[NDArray[Any]],
+    queued: int,
+    memory_mib: int | None = None,
+) -> LcObservation:
+    """One period's measurements of an LC service as an observation.
+
+    ``arrived`` requests came in over ``period_s`` seconds; ``latencies_s``
+    holds the latencies (s) of the requests completed in the period, in
+    chunks; ``queued`` requests wait now.
+    """
+    rate = arrived / period_s
+    return LcObservation(name, demand_at(service, rate), p99_ms(latencies_s), queued, memory_mib)
+
+
+def p99_ms(latencies_s: Sequence[NDArray[Any]]) -> float:
+    """p99 (ms) of request latencies given in seconds, in chunks; NaN when there are none."""
+    if not latencies_s:
+        return math.nan
+    return float(np.percentile(np.concatenate(latencies_s), 99)) * 1000.0
+
+
+def peak_observation(name: str, service: LcService, memory_mib: int | None = None) -> LcObservation:
+    """What to decide from before a service has been measured: its peak, no latency yet."""
+    return LcObservation(name, peak_demand(service), math.nan, 0, memory_mib)
