@@ -224,7 +224,7 @@ def _series_figures(results: DemoResults, out: Path) -> tuple[Figure, ...]:
             f"under its target (below the dashed line); the worst service has "
             f"{run.slo_attainment_min_pct:.2f}% of its requests within target.",
             f"arkgpu colocate bench --scenario {run.scenario} --modes arkgpu --seeds {run.seed} "
-            "--plot out/plots",
+            "--plot out/arkgpu-series.png",
         ),
     )
 
