@@ -50,8 +50,16 @@ def test_scheduler_binds_gpu_pod_and_rejects_oversized(api: k8s.ApiClient, names
 
     message = wait_for(failed_scheduling, BIND_TIMEOUT_S, "FailedScheduling for 'too-big'")
     assert "Insufficient nvidia.com/gpu" in message
-    big = core.read_namespaced_pod("too-big", namespace)
+
+    def unschedulable() -> k8s.V1Pod | None:
+        # The event and the pod's status are written separately: wait for the status too.
+        pod = core.read_namespaced_pod("too-big", namespace)
+        scheduled = [c for c in pod.status.conditions or [] if c.type == "PodScheduled"]
+        return pod if scheduled else None
+
+    big = wait_for(unschedulable, BIND_TIMEOUT_S, "PodScheduled condition of 'too-big'")
     assert big.spec.node_name is None
     assert big.status.phase == "Pending"
-    scheduled = [c for c in big.status.conditions or [] if c.type == "PodScheduled"]
+    scheduled = [c for c in big.status.conditions if c.type == "PodScheduled"]
     assert [(c.status, c.reason) for c in scheduled] == [("False", "Unschedulable")]
+    assert "nvidia.com/gpu" in scheduled[0].message
