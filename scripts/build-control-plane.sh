@@ -45,9 +45,13 @@ done
 echo "build-control-plane: resolving k8s.io/kubernetes v$K8S_VERSION in $CACHE" >&2
 # k8s.io/kubernetes points its staging modules at ./staging/src; as a dependency
 # each must be replaced by the published module of the matching v0.x version.
-KMOD="$(cd "$CACHE" && "${GO[@]}" mod download -json "k8s.io/kubernetes@v$K8S_VERSION" \
-    | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
-[[ -f "$KMOD" ]] || { echo "build-control-plane: k8s.io/kubernetes@v$K8S_VERSION not served by $(go env GOPROXY)" >&2; exit 1; }
+if ! KJSON="$(cd "$CACHE" && "${GO[@]}" mod download -json "k8s.io/kubernetes@v$K8S_VERSION")"; then
+    why="$(printf '%s\n' "$KJSON" | sed -n 's/^[[:space:]]*"Error": "\(.*\)",*$/\1/p')"
+    echo "build-control-plane: cannot fetch k8s.io/kubernetes@v$K8S_VERSION from $(go env GOPROXY): ${why:-see above}" >&2
+    exit 1
+fi
+KMOD="$(printf '%s\n' "$KJSON" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
+[[ -f "$KMOD" ]] || { echo "build-control-plane: no go.mod for k8s.io/kubernetes@v$K8S_VERSION in the module cache" >&2; exit 1; }
 {
     echo "module arkgpu.local/control-plane"
     echo

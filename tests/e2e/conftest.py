@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -21,18 +22,26 @@ from .controlplane import (
     enabled,
     running_control_plane,
 )
+from .processes import ControlPlaneError
 
 collect_ignore_glob = [] if enabled() else ["test_*.py"]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Builds the control plane once collection is done, outside every test's timeout.
 
-    A cache hit returns at once; a cold build takes minutes (docs/studies/control-plane.md).
+    A cache hit returns at once; a cold build takes minutes (docs/studies/control-plane.md)
+    and shows its progress lines. A failed build ends the session with the script's reason.
     """
     here = Path(__file__).parent
-    if any(here in Path(item.path).parents for item in items):
-        build_control_plane()
+    if not any(here in Path(item.path).parents for item in items):
+        return
+    capture = config.pluginmanager.getplugin("capturemanager")
+    try:
+        with capture.global_and_fixture_disabled() if capture else nullcontext():
+            build_control_plane()
+    except ControlPlaneError as exc:
+        pytest.exit(f"end-to-end tests: {exc}", returncode=pytest.ExitCode.TESTS_FAILED)
 
 
 @pytest.fixture(scope="session")

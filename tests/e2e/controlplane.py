@@ -84,7 +84,9 @@ def build_control_plane() -> Path:
         ["bash", str(BUILD_SCRIPT)], check=False, stdout=subprocess.PIPE, text=True
     )
     if result.returncode != 0:
-        raise processes.ControlPlaneError(f"{BUILD_SCRIPT} failed with {result.returncode}")
+        raise processes.ControlPlaneError(
+            f"{BUILD_SCRIPT} failed with exit status {result.returncode} (its reason is above)"
+        )
     return Path(result.stdout.strip().splitlines()[-1])
 
 
