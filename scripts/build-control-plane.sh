@@ -28,7 +28,20 @@ done
 
 # The stamp names what the binaries were built from: the version and the wrappers.
 STAMP_WANT="v$K8S_VERSION $(cat "$WRAPPERS"/*/main.go | cksum | cut -d' ' -f1)"
-if [[ -f "$CACHE/bin/.stamp" && "$(cat "$CACHE/bin/.stamp")" == "$STAMP_WANT" ]]; then
+built() { [[ -f "$CACHE/bin/.stamp" && "$(cat "$CACHE/bin/.stamp")" == "$STAMP_WANT" ]]; }
+if built; then
+    echo "$CACHE/bin"
+    exit 0
+fi
+# One build at a time per cache (several checkouts may run their tests at once);
+# whoever waited finds the other's build done.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.lock"
+if ! flock -n 9; then
+    echo "build-control-plane: waiting for another build in $CACHE" >&2
+    flock 9
+fi
+if built; then
     echo "$CACHE/bin"
     exit 0
 fi
