@@ -1,0 +1,77 @@
+"""End-to-end tests on a real control plane (etcd, kube-apiserver, kube-scheduler 1.37).
+
+Collected only with ``ARKGPU_E2E=1``: the control plane is built from source
+(``scripts/build-control-plane.sh``, minutes the first time on a machine).
+Without the variable these files are not collected at all (no skips).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import nullcontext
+from pathlib import Path
+
+import pytest
+from kubernetes import client as k8s
+
+from .controlplane import (
+    ControlPlane,
+    ControlPlaneConfig,
+    build_control_plane,
+    enabled,
+    running_control_plane,
+)
+from .processes import ControlPlaneError
+
+collect_ignore_glob = [] if enabled() else ["test_*.py"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Builds the control plane once collection is done, outside every test's timeout.
+
+    A cache hit returns at once; a cold build takes minutes (docs/studies/control-plane.md)
+    and shows its progress lines. A failed build ends the session with the script's reason.
+    """
+    here = Path(__file__).parent
+    if not any(here in Path(item.path).parents for item in items):
+        return
+    capture = config.pluginmanager.getplugin("capturemanager")
+    try:
+        with capture.global_and_fixture_disabled() if capture else nullcontext():
+            build_control_plane()
+    except ControlPlaneError as exc:
+        pytest.exit(f"end-to-end tests: {exc}", returncode=pytest.ExitCode.TESTS_FAILED)
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """etcd, kube-apiserver and kube-scheduler on loopback, for the whole session."""
+    config = ControlPlaneConfig(
+        bin_dir=build_control_plane(), workdir=tmp_path_factory.mktemp("control-plane")
+    )
+    with running_control_plane(config) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def api(control_plane: ControlPlane) -> Iterator[k8s.ApiClient]:
+    """An admin client of the official ``kubernetes`` package."""
+    with control_plane.api_client() as api_client:
+        yield api_client
+
+
+@pytest.fixture
+def namespace(api: k8s.ApiClient) -> str:
+    """A fresh namespace with its ``default`` ServiceAccount.
+
+    The ServiceAccount admission plugin rejects pods until that account exists,
+    and no controller manager runs here to create it.
+    """
+    core = k8s.CoreV1Api(api)
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
+    core.create_namespaced_service_account(
+        name, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name="default"))
+    )
+    return name
