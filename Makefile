@@ -11,7 +11,7 @@ SUM := $(shell cat pyproject.toml setup.py | cksum | cut -d' ' -f1)
 DEMO_STAMP := $(VENV)/.demo-$(SUM)
 TEST_STAMP := $(VENV)/.test-$(SUM)
 
-.PHONY: demo test lint typecheck contracts unit sanitize bench native browser wheel clean
+.PHONY: demo test lint typecheck contracts unit sanitize bench native browser control-plane wheel clean
 
 # Installs into .venv with the extras given in $(1).
 define install
@@ -51,8 +51,15 @@ contracts: $(TEST_STAMP)
 browser:
 	bash scripts/ensure-chromium.sh
 
-unit: $(TEST_STAMP) native browser
-	$(BIN)/pytest -q -p no:cacheprovider
+# The end-to-end tests' control plane (etcd, kube-apiserver, kube-scheduler 1.37.2),
+# built once per machine from the Go module proxy into ~/.cache/arkgpu (about
+# 7 min on 2 cores the first time; a cache hit after that). ARKGPU_E2E=1 makes
+# pytest collect tests/e2e.
+control-plane:
+	bash scripts/build-control-plane.sh
+
+unit: $(TEST_STAMP) native browser control-plane
+	ARKGPU_E2E=1 $(BIN)/pytest -q -p no:cacheprovider
 
 # The limiter tests again against the ASan+UBSan build (native/build-asan;
 # ThreadSanitizer: `make -C src/arkgpu/limiter/native tsan`, docs/LIMITER.md).
