@@ -1,42 +1,68 @@
 # ArkGPU developer entry points. Every target creates .venv when missing.
+# `make demo` installs the package with what the demo needs ([bench]: plots and
+# the predictor's baselines); `make test` adds the test toolchain ([test]).
+# Both are editable installs: the package build (setup.py) also builds the
+# limiter's native parts in src/arkgpu/limiter/native/build; `make native`
+# rebuilds them after a change to the C sources.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+SUM := $(shell cat pyproject.toml setup.py | cksum | cut -d' ' -f1)
+DEMO_STAMP := $(VENV)/.demo-$(SUM)
+TEST_STAMP := $(VENV)/.test-$(SUM)
 
-.PHONY: demo test lint typecheck contracts unit bench native clean
+.PHONY: demo test lint typecheck contracts unit bench native browser wheel clean
 
-$(STAMP): pyproject.toml
+# Installs into .venv with the extras given in $(1).
+define install
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
-	rm -f $(VENV)/.installed-*
+	$(BIN)/python -m pip install -q -e '.[$(1)]'
+endef
+
+$(DEMO_STAMP): pyproject.toml setup.py
+	$(call install,bench)
+	rm -f $(VENV)/.demo-*
 	touch $@
 
-native: $(STAMP)
+# The test extras include the demo's, so a test install serves the demo too.
+$(TEST_STAMP): pyproject.toml setup.py
+	$(call install,test)
+	rm -f $(VENV)/.test-* $(VENV)/.demo-*
+	touch $@ $(DEMO_STAMP)
+
+native:
 	$(MAKE) -C src/arkgpu/limiter/native
 
-demo: $(STAMP) native
+demo: $(DEMO_STAMP) native
 	$(BIN)/arkgpu demo
 
-lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check src tests setup.py
+	$(BIN)/ruff format --check src tests setup.py
 
-typecheck: $(STAMP)
+typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
 
-contracts: $(STAMP)
+contracts: $(TEST_STAMP)
 	$(BIN)/lint-imports
 
-unit: $(STAMP) native
+# The report's browser test needs Debian's chromium; installed with apt when missing.
+browser:
+	bash scripts/ensure-chromium.sh
+
+unit: $(TEST_STAMP) native browser
 	$(BIN)/pytest -q -p no:cacheprovider
 
 test: lint typecheck contracts unit
 
-bench: $(STAMP) native
+bench: $(DEMO_STAMP) native
 	$(BIN)/arkgpu placement bench --trace default --policies random,dotprod,clustering,packing,bestfit,fgd,arkgpu --seeds 42-51 --json bench-placement.json --plot bench-placement.png
 
+# A wheel for this platform in dist/ (the native parts built from a clean copy).
+wheel:
+	$(PYTHON) -m pip wheel --no-deps -w dist .
+
 clean:
-	rm -rf $(VENV) build dist .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist .mypy_cache .ruff_cache src/arkgpu.egg-info
 	$(MAKE) -C src/arkgpu/limiter/native clean

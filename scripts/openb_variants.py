@@ -1,26 +1,29 @@
 """Write openb variants used to check the placement policy on unseen traces.
 
-    python scripts/openb_variants.py ../shared/data/openb/openb_pod_list_default.csv OUT_DIR
+    python scripts/openb_variants.py src/arkgpu/data/openb/openb_pod_list_default.csv OUT_DIR
     python scripts/openb_variants.py SOURCE OUT_DIR --seed 11 --spec-share 0.2 --name gpuspec20-s11
     python scripts/openb_variants.py SOURCE OUT_DIR --cpu-copies 2 --name cpux2
+
+SOURCE may be gzipped (``src/arkgpu/data/openb/openb_pod_list_gpushare40.csv.gz``).
 
 * ``pods_gpuspec33.csv``: the default trace with a ``gpu_spec`` drawn from
   SPECS on a third of the GPU pods (``random.Random(7)``).
 * ``pods_cpuheavy.csv``: the default trace with every CPU-only pod three times.
 * With ``--seed``/``--spec-share``/``--name``: only ``pods_NAME.csv``, a
   ``gpu_spec`` draw of that share and seed (fresh draws for the policy's
-  later changes; docs/BENCHMARKS.md says which draw judged which change).
+  later changes; docs/studies/placement-own-variants.md says which draw
+  judged which change).
 * With ``--cpu-copies N`` (and ``--name``): only ``pods_NAME.csv``, every
   CPU-only pod N times.
 
-See docs/BENCHMARKS.md, "Robustness on traces it was never run on", for what
-each file was used for.
+See docs/studies/placement-own-variants.md for what each file was used for.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import random
 from pathlib import Path
 
@@ -57,7 +60,8 @@ def main() -> None:
     parser.add_argument("--cpu-copies", type=int, default=None, help="CPU-only pods N times")
     parser.add_argument("--name", default=None, help="the variant is written as pods_NAME.csv")
     args = parser.parse_args()
-    with args.source.open(newline="") as f:
+    opener = gzip.open if args.source.suffix == ".gz" else open  # the embedded traces are gzipped
+    with opener(args.source, "rt", newline="") as f:
         reader = csv.DictReader(f)
         fields = list(reader.fieldnames or [])
         rows = list(reader)

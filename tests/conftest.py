@@ -11,8 +11,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """``../shared/data`` beside the repository (CI lays a copy there)."""
-    path = REPO.parent / "shared" / "data"
+    """``<repo>/data``: the measured source files, as published (see data/README.md)."""
+    path = REPO / "data"
     if not path.is_dir():
-        pytest.fail(f"measured data not found at {path}; CI and developers have it there")
+        pytest.fail(f"measured source data not found at {path} (it is part of the repository)")
     return path

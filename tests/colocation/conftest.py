@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from colocation_helpers import FakePredictor
 
 from arkgpu.colocation.sizing import ShareSizer
 from arkgpu.sim.colocation.running import default_truth, make_sizer
 from arkgpu.sim.colocation.truth import GroundTruth
-
-
-@pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """``<repo root>/../shared/data``: the measured source files."""
-    path = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-    if not path.is_dir():
-        pytest.fail(f"measured data not found at {path} (shared/ must sit beside the repo)")
-    return path
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from arkgpu.limiter import Limits, native
-from arkgpu.limiter.containers import FakeContainer, make_world_readable
+from arkgpu.limiter.containers import FakeContainer, container_user, make_world_readable
 
 MiB = 1 << 20
 
@@ -61,6 +61,23 @@ class Probe:
             self.send("quit")
         _, err = self.proc.communicate(timeout=10)
         return err
+
+
+@pytest.fixture(scope="session", autouse=True)
+def reachable_native() -> Iterator[None]:
+    """When container processes run as another user (nobody, when tests run as
+    root), they load a copy of the native parts in a directory every user can
+    traverse: the checkout or the virtual environment may not be (a clone
+    under root's home directory, mode 0700)."""
+    if container_user() is None:
+        yield
+        return
+    path = Path(tempfile.mkdtemp(prefix="arkgpu-native-"))
+    make_world_readable(path)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(native.NATIVE_DIR_ENV, str(native.stage(path / "build")))
+        yield
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from arkgpu.traces.catalog import default_node_list, resolve_pod_trace
+from arkgpu.traces.catalog import (
+    all_node_list,
+    default_node_list,
+    embedded_openb_traces,
+    resolve_pod_trace,
+)
 from arkgpu.traces.openb import TraceFormatError, load_nodes, load_pods
 
 HEADER = (
@@ -25,18 +30,21 @@ def test_embedded_default_trace_loads_whole() -> None:
     assert {p.num_gpu for p in pods} == {0, 1, 2, 4, 8}
 
 
-def test_multigpu_files_have_five_columns_and_load(shared_data: Path) -> None:
+def test_multigpu_files_have_five_columns_and_load() -> None:
     """multigpu* files carry only the first five columns; gpu_spec defaults to any model."""
-    pods = load_pods(shared_data / "openb" / "openb_pod_list_multigpu50.csv")
+    pods = load_pods(resolve_pod_trace("multigpu50").path)
     assert len(pods) == 9061
     assert all(p.gpu_spec == frozenset() and p.creation_time == -1 for p in pods)
 
 
-def test_every_shared_openb_file_loads(shared_data: Path) -> None:
-    """All shipped openb pod lists and both node lists parse."""
-    for path in sorted((shared_data / "openb").glob("openb_*.csv")):
-        loaded = load_nodes(path) if "node_list" in path.name else load_pods(path)
-        assert loaded, path
+def test_every_embedded_openb_file_loads() -> None:
+    """The ten embedded openb pod lists (default, gpushare*, multigpu*) and both node lists load."""
+    names = embedded_openb_traces()
+    assert len(names) == 10
+    for name in names:
+        assert load_pods(resolve_pod_trace(name).path), name
+    assert load_nodes(all_node_list())
+    assert load_nodes(default_node_list())
 
 
 def test_gpu_spec_parses_into_model_set(tmp_path: Path) -> None:

@@ -12,10 +12,10 @@ from arkgpu.traces.profiles import default_profile_dir, load_pair_profiles, load
 
 @pytest.fixture(scope="session")
 def shared_profiles() -> Path:
-    """``<repo root>/../shared/data/profiles``: the measured source files."""
-    path = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "profiles"
+    """``<repo>/data/profiles``: the measured source files, as published (data/README.md)."""
+    path = Path(__file__).resolve().parents[2] / "data" / "profiles"
     if not path.is_dir():
-        pytest.fail(f"measured profiles not found at {path} (shared/ must sit beside the repo)")
+        pytest.fail(f"measured profiles not found at {path} (they are part of the repository)")
     return path
 
 

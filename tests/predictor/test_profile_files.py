@@ -54,7 +54,7 @@ def test_migprofiler_converter_names_sequence_lengths(shared_profiles: Path) -> 
 
 
 def test_shipped_files_are_the_converted_sources(shared_profiles: Path, tmp_path: Path) -> None:
-    """The package's canonical files hold what the converters make of shared/data (SOURCE.md)."""
+    """The package's canonical files hold what the converters make of data/profiles (SOURCE.md)."""
     shipped = default_profile_dir()
     imported = import_profiles("igniter", shared_profiles / "igniter_v100")
     write_solo_profiles(tmp_path / "x_solo.csv", imported.solo)

@@ -1,65 +1,64 @@
-"""``arkgpu demo``: ArkGPU's main comparisons on the embedded default data."""
+"""``arkgpu demo``: ArkGPU's main comparisons on the embedded data, as one HTML report."""
 
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
+import sys
 from pathlib import Path
 
-from rich.console import Console
+from arkgpu.cli.options import OutputDir, integer, jobs_option, output_dir
 
-from arkgpu.bench import colocation
-from arkgpu.bench.placement import BenchSpec
-from arkgpu.cli.placement import run_and_report
-from arkgpu.traces.catalog import default_node_list, resolve_pod_trace
-
-DEMO_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd", "arkgpu")
+PARTS = ("placement", "colocation", "limiter")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``demo``."""
-    demo = subparsers.add_parser("demo", help="run the main comparisons on embedded data")
-    demo.add_argument("--out", type=Path, default=Path("out"), help="directory for plots and JSON")
-    demo.add_argument("--seeds", type=int, default=3, help="seeds per placement policy (42..)")
-    demo.add_argument("--jobs", type=int, default=2, help="worker processes")
+    demo = subparsers.add_parser(
+        "demo",
+        help="run the main comparisons (about 2 min) and write out/report.html",
+        description="Placement, co-location and limiter comparisons on the embedded data, "
+        "shrunk to about two minutes on two cores; writes report.html (one self-contained "
+        "page), its figures as PNG and the measured JSON documents.",
+    )
     demo.add_argument(
-        "--only", choices=("placement", "colocation"), default=None, help="run one part only"
+        "--out",
+        metavar="DIR",
+        type=output_dir,
+        default=OutputDir(Path("out")),
+        help="folder for the report, created if missing (default: out)",
+    )
+    demo.add_argument(
+        "--seeds",
+        metavar="N",
+        type=integer(1, 10),
+        default=2,
+        help="number of placement seeds, from 42 on, 1 to 10 (default: 2)",
+    )
+    jobs_option(demo, 2)
+    demo.add_argument(
+        "--only",
+        metavar="PART",
+        choices=PARTS,
+        action="append",
+        help=f"run this part only: {', '.join(PARTS)}; repeatable (default: every part)",
     )
     demo.set_defaults(handler=cmd_demo)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Placement beside FGD's published figures, then co-location on the paper scenario."""
-    console = Console(width=120)
-    args.out.mkdir(parents=True, exist_ok=True)
-    if args.only in (None, "placement"):
-        demo_placement(args, console)
-    if args.only in (None, "colocation"):
-        demo_colocation(args, console)
-    console.print(f"Results are in {args.out.resolve()}")
-    return 0
+    """Run the parts, print their tables, write the report."""
+    args.out.prepare()
+    from arkgpu.bench import report, report_html  # noqa: PLC0415 - heavy; after the checks
 
-
-def demo_placement(args: argparse.Namespace, console: Console) -> None:
-    """The FGD paper's six policies and ArkGPU's own, beside the published figures."""
-    trace = resolve_pod_trace("default")
-    console.rule("Placement: FGD's six policies and arkgpu on the openb default trace (simulated)")
-    spec = BenchSpec(
-        default_node_list(),
-        trace.path,
-        trace.label,
-        DEMO_POLICIES,
-        tuple(range(42, 42 + args.seeds)),
-        jobs=args.jobs,
+    config = dataclasses.replace(
+        report.DemoConfig(), seeds=tuple(range(42, 42 + args.seeds)), jobs=args.jobs
     )
-    run_and_report(spec, args.out / "placement.json", args.out / "placement.png", console)
-
-
-def demo_colocation(args: argparse.Namespace, console: Console) -> None:
-    """ArkGPU against k8s-native, time-slicing, MPS, HAMi and TGS on the paper scenario."""
-    console.rule("Co-location: the paper scenario, 4 V100 over a 24 h cycle (simulated)")
-    console.print("Ground truth: iGniter's measured V100 profiles; a few minutes on 2 cores.")
-    spec = colocation.BenchSpec("paper", colocation.DEMO_MODES, (1,))
-    doc = colocation.run_bench(spec, jobs=1)
-    console.print(colocation.format_table(doc), highlight=False)
-    (args.out / "colocation.json").write_text(json.dumps(doc, indent=2))
+    results = report.run_demo(config, tuple(args.only or ()))
+    for line in report.summary_lines(results):
+        print(line)
+    page = report_html.write_report(results, args.out.path)
+    print(f"Report: {page.resolve()} (figures as PNG and results as JSON beside it)")
+    for part, reason in results.failed.items():
+        print(f"arkgpu: error: demo part {part} did not run: {reason}", file=sys.stderr)
+    return 1 if results.failed else 0

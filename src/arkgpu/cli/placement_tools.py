@@ -9,97 +9,153 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
 
-from arkgpu.bench.placement import parse_seeds
 from arkgpu.bench.placement_cost import RelearnMode, decision_costs
 from arkgpu.bench.placement_study import (
-    OPENB_TRACES,
-    StudySpec,
     bound_inputs,
     plot_replay,
-    plot_study,
-    run_study,
 )
-from arkgpu.placement import POLICIES
+from arkgpu.cli import figures
+from arkgpu.cli.options import (
+    ArgType,
+    integer,
+    json_option,
+    name_list,
+    number,
+    plot_option,
+    seed_option,
+)
+from arkgpu.cli.placement_inputs import (
+    check_inputs,
+    policy_arg,
+    policy_names,
+    trace_args,
+)
+from arkgpu.cli.placement_study import register_study
 from arkgpu.placement.bounds import lp_bound
 from arkgpu.placement.bounds_offline import clairvoyant
 from arkgpu.placement.defrag import greedy_plan, plan_summary, validate, waiting_demand
 from arkgpu.placement.defrag_ga import ga_plan
 from arkgpu.sim.placing import ExperimentConfig
 from arkgpu.sim.replay import ReplayConfig, place_until, replay
-from arkgpu.traces.catalog import TraceRef, default_node_list, resolve_pod_trace
+from arkgpu.traces.catalog import TraceRef
 from arkgpu.traces.openb import load_nodes, load_pods
 
-
-def trace_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--trace", default="default", help="pod CSV, 'default', or an openb name")
-    parser.add_argument("--nodes", type=Path, default=None, help="node CSV (default: openb GPUs)")
-    parser.add_argument("--inflate", type=float, default=1.3, help="arrivals as x capacity")
+planner_list = name_list(lambda: ("ga", "greedy"))
+"""An argparse type: ``ga``, ``greedy`` or both."""
 
 
-def _resolve(spec: str, nodes: Path | None) -> tuple[TraceRef, Path]:
-    from arkgpu.cli.placement import trace_dirs  # noqa: PLC0415 (the module imports this one)
+def _parse_move_counts(text: str) -> tuple[int, ...]:
+    parse = integer(0)
+    try:
+        return tuple(parse(k) for k in text.split(","))
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected integers >= 0 (K or K,K,...), got {text!r}"
+        ) from None
 
-    return resolve_pod_trace(spec, trace_dirs()), nodes or default_node_list()
+
+move_counts = ArgType(_parse_move_counts, ("-1", "abc", "10,,50", ""), "K")
+"""An argparse type: K or a comma list of K, each an integer >= 0."""
 
 
 def register_tools(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``bound``, ``defrag``, ``replay`` and ``study`` to the ``placement`` group."""
+    """Add ``bound``, ``defrag``, ``replay``, ``cost`` and ``study`` to ``placement``."""
+    _register_bound(sub)
+    _register_defrag(sub)
+    _register_replay(sub)
+    _register_cost(sub)
+    register_study(sub)
+
+
+def _register_bound(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bound = sub.add_parser("bound", help="LP lower bound and clairvoyant packing at 100%% arrived")
     trace_args(bound)
-    bound.add_argument("--seed", type=int, default=42)
-    bound.add_argument("--json", action="store_true", help="print the result as JSON")
+    seed_option(bound, 42, "seed of the arrival order")
+    json_option(bound, "the result")
     bound.set_defaults(handler=cmd_bound)
+
+
+def _register_defrag(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     defrag = sub.add_parser("defrag", help="re-pack at 100%% arrived moving at most K pods")
     trace_args(defrag)
-    defrag.add_argument("--policy", required=True, choices=POLICIES.names())
-    defrag.add_argument("--seed", type=int, default=42)
     defrag.add_argument(
-        "--max-moves", default="50", help="K: running pods moved at most (or a list: 10,50,200)"
+        "--policy",
+        required=True,
+        metavar="NAME",
+        choices=policy_names(),
+        help=f"policy that placed the pods: one of {', '.join(policy_names())} (required)",
     )
-    defrag.add_argument("--planner", default="ga", help="ga, greedy, or both: ga,greedy")
-    defrag.add_argument("--json", action="store_true", help="print the result as JSON")
+    seed_option(defrag, 42)
+    defrag.add_argument(
+        "--max-moves",
+        metavar="K",
+        type=move_counts,
+        default=(50,),
+        help="running pods moved at most, an integer >= 0, or a list: 10,50,200 (default: 50)",
+    )
+    defrag.add_argument(
+        "--planner",
+        metavar="NAMES",
+        type=planner_list,
+        default=("ga",),
+        help="ga, greedy, or both: ga,greedy (default: ga)",
+    )
+    json_option(defrag, "the plans")
     defrag.set_defaults(handler=cmd_defrag)
-    replay = sub.add_parser("replay", help="time-ordered replay with departures and a queue")
-    trace_args(replay)
-    replay.add_argument("--policy", required=True, help="a policy, or a list: arkgpu,fgd")
-    replay.add_argument("--seed", type=int, default=42)
-    replay.add_argument("--load", type=float, default=1.2, help="peak load if none waited")
-    replay.add_argument("--node-fraction", type=float, default=0.5)
-    replay.add_argument(
-        "--refused-retry-s",
-        type=int,
-        default=300,
-        help="offer a pod the policy refused though it fit again after this many s",
+
+
+def _register_replay(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    rep = sub.add_parser("replay", help="time-ordered replay with departures and a queue")
+    trace_args(rep, inflate=False)
+    policy_arg(rep, "--policy", None, "policy, or a list: arkgpu,fgd")
+    seed_option(rep, 42, "seed of the policy's tie-breaks and the node sample")
+    rep.add_argument(
+        "--load",
+        metavar="X",
+        type=number(0.0, 100.0, low_open=True),
+        default=1.2,
+        help="peak share of GPU capacity held if no pod waited, 0 < X <= 100 (default: 1.2)",
     )
-    replay.add_argument("--json", action="store_true", help="print the result as JSON")
-    replay.add_argument("--plot", type=Path, default=None, help="write allocation/queue PNG here")
-    replay.set_defaults(handler=cmd_replay)
+    rep.add_argument(
+        "--node-fraction",
+        metavar="F",
+        type=number(0.0, 1.0, low_open=True),
+        default=0.5,
+        help="share of the node list kept, 0 < F <= 1 (default: 0.5)",
+    )
+    rep.add_argument(
+        "--refused-retry-s",
+        metavar="S",
+        type=integer(1),
+        default=300,
+        help="offer a pod the policy refused though it fit again after S seconds, an "
+        "integer >= 1 (default: 300)",
+    )
+    json_option(rep, "the summary and curves")
+    plot_option(rep, "allocation and queue against time")
+    rep.set_defaults(handler=cmd_replay)
+
+
+def _register_cost(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cost = sub.add_parser("cost", help="decision cost per pod: wall clock and CPU time")
     trace_args(cost)
-    cost.add_argument("--policies", default="arkgpu,fgd")
-    cost.add_argument("--seed", type=int, default=42)
+    policy_arg(cost, "--policies", "arkgpu,fgd", "policies")
+    seed_option(cost, 42)
     relearn = cost.add_mutually_exclusive_group()
     relearn.add_argument(
-        "--relearn-lag", type=int, default=0, help="arkgpu: use what it re-learns N GPU pods later"
+        "--relearn-lag",
+        metavar="N",
+        type=integer(0),
+        default=0,
+        help="arkgpu: use what it re-learns N GPU pods later, an integer >= 0 (default: 0)",
     )
     relearn.add_argument(
-        "--background-relearn", action="store_true", help="arkgpu: re-learn on a worker thread"
+        "--background-relearn",
+        action="store_true",
+        help="arkgpu: re-learn on a worker thread (default: inline)",
     )
     cost.set_defaults(handler=cmd_cost)
-    study = sub.add_parser("study", help="every openb trace: policies, LP bound, clairvoyant")
-    study.add_argument("--traces", default=",".join(OPENB_TRACES))
-    study.add_argument("--nodes", type=Path, default=None)
-    study.add_argument("--policies", default="arkgpu,fgd")
-    study.add_argument("--seeds", default="42-51")
-    study.add_argument("--baselines", default="bestfit,packing,clustering,dotprod,random")
-    study.add_argument("--baseline-seeds", default="42-43")
-    study.add_argument("--clairvoyant-seeds", default="42")
-    study.add_argument("--jobs", type=int, default=1)
-    study.add_argument("--json", type=Path, required=True, dest="json_out")
-    study.add_argument("--plot", type=Path, default=None)
-    study.set_defaults(handler=cmd_study)
 
 
 def bound_document(trace: TraceRef, nodes_path: Path, seed: int, inflate: float) -> dict[str, Any]:
@@ -124,42 +180,29 @@ def bound_document(trace: TraceRef, nodes_path: Path, seed: int, inflate: float)
 
 def cmd_bound(args: argparse.Namespace) -> int:
     """Print the LP bound and the clairvoyant figure for one seed."""
-    trace, nodes_path = _resolve(args.trace, args.nodes)
-    doc = bound_document(trace, nodes_path, args.seed, args.inflate)
-    if args.json:
-        print(json.dumps(doc, indent=2))
-        return 0
+    inputs = check_inputs(args)
+    doc = bound_document(inputs.trace, inputs.nodes_path, args.seed, args.inflate)
+    if args.json_out is not None:
+        args.json_out.write_json(doc)
+        if args.json_out.to_stdout:
+            return 0
     print(
-        f"{doc['trace']} seed {args.seed}: LP bound {doc['lp_bound_unallocated_pct']:.2f}% "
-        "unallocated at 100% arrived; clairvoyant packing "
-        f"{doc['clairvoyant_unallocated_pct']:.2f}% "
-        f"({doc['clairvoyant_method']})"
+        f"{doc['trace']} seed {args.seed} (simulated): no placement can leave less than "
+        f"{doc['lp_bound_unallocated_pct']:.2f}% of GPU capacity unallocated at 100% arrived "
+        f"(LP bound); clairvoyant packing {doc['clairvoyant_unallocated_pct']:.2f}% "
+        f"({doc['clairvoyant_method']}); lower is better"
     )
     return 0
 
 
-def _defrag_args(args: argparse.Namespace) -> tuple[list[int], list[str]]:
-    try:
-        ks = [int(k) for k in str(args.max_moves).split(",")]
-    except ValueError:
-        raise ValueError(f"--max-moves must be integers, got {args.max_moves!r}") from None
-    if any(k < 0 for k in ks):
-        raise ValueError(f"--max-moves must be >= 0, got {args.max_moves}")
-    planners = [p.strip() for p in args.planner.split(",")]
-    if not set(planners) <= {"ga", "greedy"}:
-        raise ValueError(f"--planner must be ga, greedy or both, got {args.planner!r}")
-    return ks, planners
-
-
 def cmd_defrag(args: argparse.Namespace) -> int:
     """Run the policy to 100% arrived, then plan re-packings of at most K moves."""
-    ks, planners = _defrag_args(args)
-    trace, nodes_path = _resolve(args.trace, args.nodes)
-    nodes, pods = load_nodes(nodes_path), load_pods(trace.path)
+    inputs = check_inputs(args)
+    nodes, pods = load_nodes(inputs.nodes_path), load_pods(inputs.trace.path)
     problem = place_until(nodes, pods, args.policy, args.seed, args.inflate)
     docs = []
-    for k in ks:
-        for planner in planners:
+    for k in args.max_moves:
+        for planner in args.planner:
             started = time.perf_counter()
             if planner == "ga":
                 plan = ga_plan(problem, k, np.random.default_rng(args.seed))
@@ -169,7 +212,7 @@ def cmd_defrag(args: argparse.Namespace) -> int:
             validate(problem, plan)
             docs.append(
                 {
-                    "trace": trace.label,
+                    "trace": inputs.trace.label,
                     "policy": args.policy,
                     "seed": args.seed,
                     "planner": planner,
@@ -179,97 +222,65 @@ def cmd_defrag(args: argparse.Namespace) -> int:
                     **plan_summary(problem, plan, seconds),
                 }
             )
-    if args.json:
-        print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
-        return 0
+    if args.json_out is not None:
+        args.json_out.write_json(docs[0] if len(docs) == 1 else docs)
+        if args.json_out.to_stdout:
+            return 0
     for d in docs:
         print(
-            f"{trace.label} {args.policy} seed {args.seed}, {d['planner']} K={d['max_moves']}: "
-            f"{d['gpus_gained']:.2f} GPUs gained by moving {d['pods_moved']} pods "
-            f"({d['pods_admitted']} of {d['pods_waiting']} waiting pods admitted), "
-            f"{d['wall_s']:.1f} s"
+            f"{inputs.trace.label} {args.policy} seed {args.seed}, {d['planner']} "
+            f"K={d['max_moves']} (simulated): {d['gpus_gained']:.2f} GPUs gained (higher is "
+            f"better) by moving {d['pods_moved']} pods; {d['pods_admitted']} of "
+            f"{d['pods_waiting']} waiting pods admitted; planned in {figures.duration(d['wall_s'])}"
         )
     return 0
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Replay the trace in time order with departures, per policy; print the queue figures."""
-    trace, nodes_path = _resolve(args.trace, args.nodes)
+    inputs = check_inputs(args)
     config = ReplayConfig(
         seed=args.seed,
         load=args.load,
         node_fraction=args.node_fraction,
         refused_retry_s=args.refused_retry_s,
     )
-    nodes, pods = load_nodes(nodes_path), load_pods(trace.path)
+    nodes, pods = load_nodes(inputs.nodes_path), load_pods(inputs.trace.path)
+    to_stdout = args.json_out is not None and args.json_out.to_stdout
     docs: list[dict[str, Any]] = []
-    for name in policy_names(args.policy):
+    for name in args.policy:
         result = replay(nodes, pods, name, config)
-        doc: dict[str, Any] = {"trace": trace.label, "simulated": True, **result.summary()}
+        doc: dict[str, Any] = {"trace": inputs.trace.label, "simulated": True, **result.summary()}
         doc["times_s"] = result.times_s.tolist()
         doc["allocation_pct"] = result.allocation_pct.tolist()
         doc["waiting"] = result.waiting.tolist()
         docs.append(doc)
-        if not args.json:
-            print(
-                f"{trace.label} {name} (simulated replay): mean GPU allocation "
-                f"{doc['mean_allocation_pct']:.1f}%, mean waiting {doc['mean_waiting']:.1f} pods, "
-                f"wait mean {doc['wait_s_mean']:.0f} s p99 {doc['wait_s_p99']:.0f} s, "
-                f"{doc['never_placed']} never placed"
-            )
-    if args.json:
-        print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
+        if not to_stdout:
+            _print_replay(inputs.trace.label, name, doc)
+    if args.json_out is not None:
+        args.json_out.write_json(docs[0] if len(docs) == 1 else docs)
     if args.plot is not None:
-        plot_replay(args.plot, f"{trace.label} replay (simulated)", docs)
+        plot_replay(args.plot.path, f"{inputs.trace.label} replay (simulated)", docs)
     return 0
+
+
+def _print_replay(label: str, name: str, doc: dict[str, Any]) -> None:
+    print(
+        f"{label} {name} (simulated replay): mean GPU allocation "
+        f"{doc['mean_allocation_pct']:.1f}% (higher is better); mean queue "
+        f"{doc['mean_waiting']:.1f} pods; wait mean {figures.duration(doc['wait_s_mean'])}, "
+        f"p99 {figures.duration(doc['wait_s_p99'])} (lower is better; 0 s: no pod waited); "
+        f"{figures.count(doc['never_placed'])} never placed"
+    )
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
     """Print the decision cost of each policy as JSON lines."""
-    if args.relearn_lag < 0:
-        raise ValueError(f"--relearn-lag must be >= 0 GPU pods, got {args.relearn_lag}")
-    trace, nodes_path = _resolve(args.trace, args.nodes)
+    inputs = check_inputs(args)
     relearn = RelearnMode(lag=args.relearn_lag, background=args.background_relearn)
-    for name in policy_names(args.policies):
-        doc = decision_costs(nodes_path, trace.path, name, args.seed, args.inflate, relearn)
-        print(json.dumps({"trace": trace.label, "seed": args.seed, **doc}))
-    return 0
-
-
-def policy_names(text: str) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    for name in names:
-        if name not in POLICIES.names():
-            raise ValueError(f"unknown policy {name!r} (known: {', '.join(POLICIES.names())})")
-    return names
-
-
-def cmd_study(args: argparse.Namespace) -> int:
-    """Run the per-trace study, rewriting the JSON after every task."""
-    traces = tuple(_resolve(t.strip(), None)[0] for t in args.traces.split(",") if t.strip())
-    spec = StudySpec(
-        nodes_path=args.nodes or default_node_list(),
-        traces=traces,
-        policies=policy_names(args.policies),
-        seeds=parse_seeds(args.seeds),
-        baselines=policy_names(args.baselines),
-        baseline_seeds=parse_seeds(args.baseline_seeds) if args.baselines else (),
-        clairvoyant_seeds=parse_seeds(args.clairvoyant_seeds) if args.clairvoyant_seeds else (),
-        jobs=args.jobs,
-    )
-    console = Console(width=120)
-
-    def update(report: dict[str, Any]) -> None:
-        args.json_out.write_text(json.dumps(report, indent=2))
-        console.print(f"{report['tasks_done']}/{report['tasks_total']} tasks done")
-
-    report = run_study(spec, update)
-    if args.plot is not None:
-        plot_study(args.plot, report)
-    for t in report["traces"]:
-        ours = t["policies"].get("arkgpu", {}).get("mean_at_100")
-        console.print(
-            f"{t['trace']}: arkgpu {ours}, fgd {t['policies'].get('fgd', {}).get('mean_at_100')}, "
-            f"LP {t.get('lp_bound_unallocated_pct')}, target {t.get('target_at_100')}"
+    for name in args.policies:
+        doc = decision_costs(
+            inputs.nodes_path, inputs.trace.path, name, args.seed, args.inflate, relearn
         )
+        print(json.dumps({"trace": inputs.trace.label, "seed": args.seed, **doc}))
     return 0

@@ -4,15 +4,26 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from arkgpu.cli import figures
+from arkgpu.cli.options import (
+    CliError,
+    file_output,
+    input_file,
+    input_path,
+    integer,
+    json_option,
+    plot_option,
+    reading,
+    seed_option,
+)
+from arkgpu.cli.tables import Column, console, label, make_table
 from arkgpu.model.gpus import REFERENCE_GPU
 from arkgpu.predictor import Predictor, default_predictor
 from arkgpu.predictor.evaluating import ErrorSummary, Evaluation, evaluate
@@ -26,44 +37,109 @@ SHOW_SHARES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 def register(subparsers: Any) -> None:
-    """Add ``predictor fit``, ``predictor eval`` and ``predictor show``."""
+    """Add ``predictor fit``, ``eval``, ``bench`` and ``show``."""
     parser = subparsers.add_parser("predictor", help="the two-level performance predictor")
     commands = parser.add_subparsers(dest="predictor_command", required=True, metavar="COMMAND")
     fit = commands.add_parser("fit", help="fit on canonical profiles and save as JSON")
     _profiles_arguments(fit)
-    fit.add_argument("--out", type=Path, required=True, help="predictor JSON to write")
+    fit.add_argument(
+        "--out",
+        metavar="PATH",
+        type=file_output,
+        required=True,
+        help="predictor JSON file to write (folders created; required)",
+    )
     fit.set_defaults(handler=run_fit)
     ev = commands.add_parser("eval", help="held-out error of the predictor and its baselines")
     _profiles_arguments(ev)
-    ev.add_argument("--split", choices=sorted(SPLITS), default="random")
-    ev.add_argument("--seed", type=int, default=0, help="seed of the random split")
-    ev.add_argument("--json", action="store_true", help="print the report as JSON")
-    ev.add_argument("--plot", type=Path, help="also draw the errors as a bar chart (PNG)")
+    ev.add_argument(
+        "--split",
+        metavar="SPLIT",
+        choices=sorted(SPLITS),
+        default="random",
+        help=f"how records are held out: one of {', '.join(sorted(SPLITS))} (default: random)",
+    )
+    seed_option(ev, 0, "seed of the random split")
+    json_option(ev, "the report")
+    plot_option(ev, "the errors as a bar chart")
     ev.add_argument(
         "--igniter-config",
-        type=Path,
-        help="iGniter's Algorithm_config_v100.jsonl: adds the igniter-published baseline",
+        metavar="JSONL",
+        type=input_file,
+        help="iGniter's Algorithm_config_v100.jsonl: adds the igniter-published baseline "
+        "(default: without it)",
     )
     ev.set_defaults(handler=run_eval)
-    bench = commands.add_parser("bench", help="time predictions (cost figures of the issue)")
-    bench.add_argument("--queries", type=int, default=10_000, help="vectorised call size")
-    bench.add_argument("--samples", type=int, default=21, help="samples per median")
-    bench.add_argument("--seed", type=int, default=0, help="seed of the random queries")
-    bench.add_argument("--json", action="store_true", help="print the figures as JSON")
+    _register_bench(commands)
+    _register_show(commands)
+
+
+def _register_bench(commands: Any) -> None:
+    bench = commands.add_parser("bench", help="time predictions: fit, one call, a batch")
+    bench.add_argument(
+        "--queries",
+        metavar="N",
+        type=integer(1, 10_000_000),
+        default=10_000,
+        help="queries in one vectorised call, 1 to 10,000,000 (default: 10,000)",
+    )
+    bench.add_argument(
+        "--samples",
+        metavar="N",
+        type=integer(1, 1001),
+        default=21,
+        help="timed samples per median, 1 to 1,001 (default: 21)",
+    )
+    seed_option(bench, 0, "seed of the random queries")
+    json_option(bench, "the timings")
     bench.set_defaults(handler=run_bench)
+
+
+def _register_show(commands: Any) -> None:
     show = commands.add_parser("show", help="table and PNG of latency against share")
-    show.add_argument("predictor", type=Path, help="predictor JSON from 'predictor fit'")
-    show.add_argument("--model", required=True)
-    show.add_argument("--batch", type=int, required=True)
-    show.add_argument("--gpu", default=REFERENCE_GPU)
-    show.add_argument("--png", type=Path, help="figure path (default MODEL-bBATCH.png)")
-    show.add_argument("--profiles", type=Path, help="canonical profiles to overlay as points")
+    show.add_argument("predictor", type=input_file, help="predictor JSON from 'predictor fit'")
+    show.add_argument("--model", metavar="NAME", required=True, help="DNN model (required)")
+    show.add_argument(
+        "--batch",
+        metavar="N",
+        type=integer(1, 65_536),
+        required=True,
+        help="batch size, an integer >= 1 (required)",
+    )
+    show.add_argument(
+        "--gpu",
+        metavar="MODEL",
+        default=REFERENCE_GPU,
+        help=f"GPU model (default: {REFERENCE_GPU})",
+    )
+    show.add_argument(
+        "--plot",
+        "--png",
+        dest="plot",
+        metavar="PATH",
+        type=file_output,
+        help="figure PNG to write (default: MODEL-bBATCH.png)",
+    )
+    show.add_argument(
+        "--profiles",
+        metavar="PATH",
+        type=input_path,
+        help="canonical profiles to overlay as points (default: none)",
+    )
     show.set_defaults(handler=run_show)
 
 
 def _profiles_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profiles", type=Path, required=True, help="canonical profile dir/file")
-    parser.add_argument("--gpu", help="use only records of this GPU model")
+    parser.add_argument(
+        "--profiles",
+        metavar="PATH",
+        type=input_path,
+        required=True,
+        help="canonical profile folder or solo CSV file (required)",
+    )
+    parser.add_argument(
+        "--gpu", metavar="MODEL", help="use only records of this GPU model (default: all)"
+    )
     parser.add_argument(
         "--no-utilisation",
         action="store_true",
@@ -72,15 +148,22 @@ def _profiles_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
-    solo = load_solo_profiles(args.profiles)
-    pairs = load_pair_profiles(args.profiles) if args.profiles.is_dir() else []
+    with reading("--profiles", args.profiles):
+        solo = load_solo_profiles(args.profiles)
+        pairs = load_pair_profiles(args.profiles) if args.profiles.is_dir() else []
+    if not solo:
+        raise CliError(f"--profiles {args.profiles}: no solo profile records")
     if args.gpu:
+        gpus = sorted({r.gpu for r in solo})
         solo = [r for r in solo if r.gpu == args.gpu]
         pairs = [p for p in pairs if p.gpu == args.gpu]
+        if not solo:
+            raise CliError(
+                f"--gpu {args.gpu}: no solo profile records of this GPU in {args.profiles} "
+                f"(GPUs there: {', '.join(gpus)})"
+            )
     if args.no_utilisation:
         solo = [dataclasses.replace(r, l2_util_pct=None, dram_util_pct=None) for r in solo]
-    if not solo:
-        raise ValueError(f"no solo profile records in {args.profiles}")
     return solo, pairs
 
 
@@ -88,7 +171,7 @@ def run_fit(args: argparse.Namespace) -> int:
     """Fit and save."""
     solo, pairs = _load(args)
     predictor = Predictor.fit(solo, pairs)
-    predictor.save(args.out)
+    predictor.save(args.out.path)
     print(f"{args.out}: {len(predictor.curves)} level-1 curves, {len(pairs)} pairs at level 2")
     return 0
 
@@ -96,34 +179,41 @@ def run_fit(args: argparse.Namespace) -> int:
 def run_eval(args: argparse.Namespace) -> int:
     """Evaluate on the chosen split and print a table or JSON."""
     solo, pairs = _load(args)
-    console = Console(stderr=True)
-    with Progress(console=console, transient=True, disable=args.json) as progress:
+    slopes = None
+    if args.igniter_config:
+        with reading("--igniter-config", args.igniter_config):
+            slopes = load_igniter_l2_slopes(args.igniter_config)
+    to_stdout = args.json_out is not None and args.json_out.to_stdout
+    with Progress(console=console(stderr=True), transient=True, disable=to_stdout) as progress:
         task = progress.add_task(f"{args.split} folds", total=None)
 
         def step(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        slopes = load_igniter_l2_slopes(args.igniter_config) if args.igniter_config else None
         result = evaluate(
             solo, pairs, args.split, seed=args.seed, on_fold=step, published_l2_slopes=slopes
         )
-    if args.json:
-        print(json.dumps(result.to_dict(), indent=1))
-    else:
-        Console().print(_eval_table(result))
+    if args.json_out is not None:
+        args.json_out.write_json(result.to_dict())
+    if not to_stdout:
+        console().print(_eval_table(result))
     if args.plot:
-        plot_evaluation(result.to_dict(), args.plot)
+        plot_evaluation(result.to_dict(), args.plot.path)
     return 0
 
 
-def _cell(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}"
-
-
 def _eval_table(result: Evaluation) -> Table:
-    table = Table(title=f"held-out error, split {result.split} (seed {result.seed})")
-    for column in ("level", "predictor", "MAPE %", "p90 APE %", "n"):
-        table.add_column(column)
+    table = make_table(
+        f"held-out error, split {result.split} (seed {result.seed})",
+        (
+            label("level"),
+            label("predictor"),
+            Column("mean abs. % error", "lower"),
+            Column("p90 abs. % error", "lower"),
+            Column("records n"),
+        ),
+        na="no held-out record this predictor covers (n = 0)",
+    )
     rows: list[tuple[str, str, ErrorSummary]] = [
         ("1", "arkgpu formula", result.level1),
         *[("1", name, s) for name, s in result.baselines["level1"].items()],
@@ -132,7 +222,11 @@ def _eval_table(result: Evaluation) -> Table:
     ]
     for level, name, summary in rows:
         table.add_row(
-            level, name, _cell(summary.mape_pct), _cell(summary.p90_ape_pct), str(summary.count)
+            level,
+            name,
+            figures.percent(summary.mape_pct),
+            figures.percent(summary.p90_ape_pct),
+            figures.count(summary.count),
         )
     return table
 
@@ -142,40 +236,66 @@ def run_bench(args: argparse.Namespace) -> int:
     timings = time_predictor(
         default_predictor, np.random.default_rng(args.seed), args.queries, args.samples
     )
-    if args.json:
-        print(json.dumps(timings.to_dict(), indent=1))
-        return 0
-    table = Table(title=f"predictor cost, medians of {timings.samples} samples (wall clock)")
-    table.add_column("what")
-    table.add_column("median", justify="right")
-    table.add_row("fit default predictor (shipped profiles)", f"{timings.fit_s:.3f} s")
-    table.add_row("one latency_ms", f"{timings.one_latency_us:.2f} µs")
-    table.add_row("one colocated_latency_ms (1 co-runner)", f"{timings.one_colocated_us:.2f} µs")
-    table.add_row(
-        f"latency_ms_many, {timings.queries} queries", f"{timings.many_latency_ms:.2f} ms"
+    if args.json_out is not None:
+        args.json_out.write_json(timings.to_dict())
+        if args.json_out.to_stdout:
+            return 0
+    table = make_table(
+        f"predictor cost, medians of {timings.samples} samples (wall clock)",
+        (label("what"), Column("median time", "lower")),
     )
-    Console().print(table)
+    table.add_row("fit default predictor (shipped profiles)", figures.duration(timings.fit_s))
+    table.add_row("one latency_ms", figures.scaled_duration(timings.one_latency_us, figures.US))
+    table.add_row(
+        "one colocated_latency_ms (1 co-runner)",
+        figures.scaled_duration(timings.one_colocated_us, figures.US),
+    )
+    table.add_row(
+        f"latency_ms_many, {timings.queries:,} queries",
+        figures.scaled_duration(timings.many_latency_ms, figures.MS),
+    )
+    console().print(table)
     return 0
 
 
 def run_show(args: argparse.Namespace) -> int:
     """Print latency against share and draw it."""
-    predictor = Predictor.load(args.predictor)
-    table = Table(title=f"{args.model}, batch {args.batch}, on {args.gpu} (predicted)")
-    for column in ("share %", "latency ms", "throughput /s", "training iteration ms*"):
-        table.add_column(column, justify="right")
-    for share, latency, throughput, training in share_table(
-        predictor, args.model, args.batch, args.gpu, SHOW_SHARES
-    ):
+    with reading("predictor file", args.predictor):
+        predictor = Predictor.load(args.predictor)
+    measured: list[Any] = []
+    if args.profiles:
+        with reading("--profiles", args.profiles):
+            measured = load_solo_profiles(args.profiles)
+    try:
+        rows = share_table(predictor, args.model, args.batch, args.gpu, SHOW_SHARES)
+    except (KeyError, ValueError) as exc:
+        reason = exc.args[0] if exc.args else exc
+        raise CliError(
+            f"--model {args.model} --batch {args.batch} --gpu {args.gpu}: {reason}"
+        ) from None
+    table = make_table(
+        f"{args.model}, batch {args.batch}, on {args.gpu} (predicted)",
+        (
+            Column("compute share"),
+            Column("latency", "lower"),
+            Column("throughput", "higher"),
+            Column("training iteration*", "lower"),
+        ),
+        notes=(
+            f"*: estimated as inference latency x {predictor.config.training_factor:g} "
+            "(forward+backward), not measured",
+        ),
+    )
+    for share, latency, throughput, training in rows:
         table.add_row(
-            f"{share * 100:.0f}", f"{latency:.2f}", f"{throughput:.1f}", f"{training:.2f}"
+            f"{share * 100:.0f}%",
+            figures.duration(latency / 1e3),
+            figures.rate(throughput, "items"),
+            figures.duration(training / 1e3),
         )
-    console = Console()
-    console.print(table)
-    factor = predictor.config.training_factor
-    console.print(f"* estimated: inference latency x {factor:g} (forward+backward), not measured")
-    png = args.png or Path(f"{args.model}-b{args.batch}.png")
-    measured = load_solo_profiles(args.profiles) if args.profiles else []
+    out = console()
+    out.print(table)
+    png = args.plot.path if args.plot else Path(f"{args.model}-b{args.batch}.png")
     plot_latency_vs_share(predictor, args.model, args.batch, args.gpu, png, measured=measured)
-    console.print(f"figure: {png}")
+    out.print(f"figure: {png}")
     return 0

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from arkgpu.cli.options import ArgType, file_output, input_path, reading
 from arkgpu.traces.profiles import (
     PAIR_SUFFIX,
     SOLO_SUFFIX,
@@ -13,6 +14,16 @@ from arkgpu.traces.profiles import (
     write_solo_profiles,
 )
 from arkgpu.traces.profiles_importing import IMPORTERS, import_profiles
+
+
+def _parse_prefix(text: str) -> str:
+    for suffix in (SOLO_SUFFIX, PAIR_SUFFIX):
+        file_output(f"{text}{suffix}")
+    return text
+
+
+out_prefix = ArgType(_parse_prefix, ("{file}/x",), "prefix")
+"""An argparse type: an output prefix whose files can be written."""
 
 
 def register(subparsers: Any) -> None:
@@ -24,20 +35,35 @@ def register(subparsers: Any) -> None:
         help="convert iGniter, ParvaGPU or MIGProfiler files to canonical CSV",
         description="Writes OUT_solo.csv and, when the source has pairs, OUT_pairs.csv.",
     )
-    imp.add_argument("--from", dest="kind", required=True, choices=sorted(IMPORTERS))
-    imp.add_argument("source", type=Path, help="the source's directory or one of its files")
-    imp.add_argument("out", help="output prefix: OUT_solo.csv, OUT_pairs.csv")
+    imp.add_argument(
+        "--from",
+        dest="kind",
+        metavar="SOURCE_KIND",
+        required=True,
+        choices=sorted(IMPORTERS),
+        help=f"whose format the source is in: one of {', '.join(sorted(IMPORTERS))} (required)",
+    )
+    imp.add_argument(
+        "source", type=input_path, help="the source's folder or one of its files (required)"
+    )
+    imp.add_argument(
+        "out",
+        type=out_prefix,
+        help="output prefix: writes OUT_solo.csv and OUT_pairs.csv (folders created)",
+    )
     imp.set_defaults(handler=run_import)
 
 
 def run_import(args: argparse.Namespace) -> int:
     """Convert and write; print what was written."""
-    imported = import_profiles(args.kind, args.source)
+    with reading(f"{args.kind} source", args.source):
+        imported = import_profiles(args.kind, args.source)
     solo_path = Path(f"{args.out}{SOLO_SUFFIX}")
+    solo_path.parent.mkdir(parents=True, exist_ok=True)
     write_solo_profiles(solo_path, imported.solo)
-    print(f"{solo_path}: {len(imported.solo)} solo records")
+    print(f"{solo_path}: {len(imported.solo):,} solo records")
     if imported.pairs:
         pair_path = Path(f"{args.out}{PAIR_SUFFIX}")
         write_pair_profiles(pair_path, imported.pairs)
-        print(f"{pair_path}: {len(imported.pairs)} pair records")
+        print(f"{pair_path}: {len(imported.pairs):,} pair records")
     return 0

@@ -1,26 +1,72 @@
 """Where the built native parts live, and the environment that loads them.
 
-``make native`` builds them into ``arkgpu/limiter/native/build`` next to this
-package (an editable install finds them there).
+The package build (setup.py, run by ``pip install``, ``pip wheel`` and
+``pip install -e``) runs the native Makefile; its outputs lie in
+``arkgpu/limiter/native/build`` next to this module: in site-packages for an
+installed wheel, in the source tree for an editable install (where
+``make native`` rebuilds them after a change to the C sources).
+
+``ARKGPU_NATIVE_DIR`` names another directory of the same layout instead: for
+example a copy made by :func:`stage` that container processes running as
+another user can reach when the install cannot be (a checkout or a virtual
+environment under root's home directory, mode 0700).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+#: Environment variable naming a directory of built native parts to use.
+NATIVE_DIR_ENV = "ARKGPU_NATIVE_DIR"
+
+#: The native Makefile's outputs, relative to its build directory.
+BUILT_FILES = (
+    "libarkgpu_limiter.so",
+    "libarkgpu_client.so",
+    "fake/libcuda.so.1",
+    "fake/libnvidia-ml.so.1",
+    "arkgpu-cubench",
+    "arkgpu-layout",
+    "arkgpu-linked-probe",
+)
+
 
 def build_dir() -> Path:
-    """The directory ``make native`` builds into."""
+    """The directory holding the built parts: ``$ARKGPU_NATIVE_DIR`` when set,
+    else ``native/build`` next to this module."""
+    override = os.environ.get(NATIVE_DIR_ENV)
+    if override:
+        return Path(override)
     return Path(__file__).resolve().parent / "native" / "build"
 
 
 def _built(relative: str) -> Path:
     path = build_dir() / relative
     if not path.exists():
-        raise FileNotFoundError(f"{path} is not built: run `make native`")
+        if os.environ.get(NATIVE_DIR_ENV):
+            raise FileNotFoundError(f"{path} not found (${NATIVE_DIR_ENV} points there)")
+        raise FileNotFoundError(
+            f"{path} is not built: run `make native` in a checkout, or reinstall arkgpu"
+        )
     return path
+
+
+def stage(dest: Path) -> Path:
+    """Copy the built parts into ``dest``, every directory and file readable
+    and traversable by every user; return ``dest``, a value for
+    ``ARKGPU_NATIVE_DIR``. The parents of ``dest`` must be traversable too."""
+    sources = [(relative, _built(relative)) for relative in BUILT_FILES]
+    for relative, source in sources:
+        target = dest / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        target.chmod(0o755)
+    for directory in {(dest / relative).parent for relative in BUILT_FILES}:
+        directory.chmod(0o755)
+    return dest
 
 
 def limiter_library() -> Path:

@@ -1,19 +1,23 @@
 """Where traces and published results live: built-in names and file paths.
 
-``default`` is the openb default pod list embedded in the package (with its
-GPU node list), so every command runs on a fresh clone. Other openb names
-(``gpushare40``, ``multigpu30``...) are looked up as
-``openb_pod_list_<name>.csv`` in the directories given, for example the
-project's ``../shared/data/openb``.
+Every openb pod list is embedded in the package (``default`` as CSV, the
+others gzipped), with both node lists, so every command runs on a fresh clone.
+An openb name (``gpushare40``, ``multigpu30``...) is looked up as
+``openb_pod_list_<name>.csv`` (or ``.csv.gz``) in ``$ARKGPU_OPENB_DIR`` first,
+then among the embedded files. Sources and licences: ``arkgpu/data/openb/SOURCE.md``.
 """
 
 from __future__ import annotations
 
 import csv
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
+
+OPENB_DIR_ENV = "ARKGPU_OPENB_DIR"
+"""Environment variable: directories (``os.pathsep``-separated) searched first."""
 
 #: FGD's published policy labels by our policy names.
 FGD_LABELS = {
@@ -49,24 +53,47 @@ class TraceRef:
     path: Path
 
 
-def resolve_pod_trace(spec: str, search_dirs: Sequence[Path] = ()) -> TraceRef:
-    """Turn ``default``, an openb name or a CSV path into a :class:`TraceRef`."""
+def openb_search_dirs() -> list[Path]:
+    """Where openb names are looked up: ``$ARKGPU_OPENB_DIR`` entries, then the embedded traces."""
+    extra = [Path(d) for d in os.environ.get(OPENB_DIR_ENV, "").split(os.pathsep) if d]
+    return [*extra, package_data("openb")]
+
+
+def embedded_openb_traces() -> list[str]:
+    """Names of the embedded openb pod lists (``default``, ``gpushare20``...), sorted."""
+    names = (
+        p.name.removeprefix("openb_pod_list_").removesuffix(".gz").removesuffix(".csv")
+        for p in package_data("openb").iterdir()
+        if p.name.startswith("openb_pod_list_")
+    )
+    return sorted(names)
+
+
+def resolve_pod_trace(spec: str, search_dirs: Sequence[Path] | None = None) -> TraceRef:
+    """Turn ``default``, an openb name or a CSV path into a :class:`TraceRef`.
+
+    ``search_dirs`` defaults to :func:`openb_search_dirs`.
+    """
     if spec == "default":
         return TraceRef(
             "openb_pod_list_default", package_data("openb", "openb_pod_list_default.csv")
         )
     path = Path(spec)
-    if path.suffix == ".csv":
+    if path.suffix == ".csv" or path.name.endswith(".csv.gz"):
         if not path.is_file():
             raise FileNotFoundError(f"trace file not found: {path}")
-        return TraceRef(path.stem, path)
+        return TraceRef(path.name.removesuffix(".gz").removesuffix(".csv"), path)
     name = spec if spec.startswith("openb_pod_list_") else f"openb_pod_list_{spec}"
-    for directory in search_dirs:
-        candidate = Path(directory) / f"{name}.csv"
-        if candidate.is_file():
-            return TraceRef(name, candidate)
-    looked = ", ".join(str(d) for d in search_dirs) or "no directory"
-    raise FileNotFoundError(f"unknown trace {spec!r}: not built in, no {name}.csv in {looked}")
+    dirs = openb_search_dirs() if search_dirs is None else list(search_dirs)
+    for directory in dirs:
+        for candidate in (directory / f"{name}.csv", directory / f"{name}.csv.gz"):
+            if candidate.is_file():
+                return TraceRef(name, candidate)
+    looked = ", ".join(str(d) for d in dirs) or "no directory"
+    raise FileNotFoundError(
+        f"unknown trace {spec!r}: no {name}.csv(.gz) in {looked}"
+        f" (embedded: {', '.join(embedded_openb_traces())})"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """FGD's own variants of the openb default trace, rebuilt from what differs.
 
-Beside the traces in ``../shared/data/openb``, the FGD authors publish variants
+Beside the embedded openb traces (``arkgpu/data/openb``), the FGD authors publish variants
 of the default trace in the same repository (alibaba/clusterdata,
 ``cluster-trace-gpu-v2023/csv``), made to test policies on workloads they were
 not designed on:

@@ -1,6 +1,6 @@
 """Converters from published profile files to ArkGPU's canonical format.
 
-Each converter reads the source's own files (as shipped in ``shared/data/profiles``)
+Each converter reads the source's own files (as kept in the repository's ``data/profiles``)
 and returns canonical records; errors name the file, line and field.
 
 * ``igniter`` (icloud-ecnu/igniter, V100, TensorRT, MPS): ``*_solo_mps.csv`` gives

@@ -2,7 +2,7 @@
 
 The simulator never asks the fitted predictor how long a batch takes; it asks
 this module, which only interpolates measurements (iGniter, V100, TensorRT,
-MPS active-thread percentages; ``shared/data/profiles/igniter_v100``):
+MPS active-thread percentages; the repository's ``data/profiles/igniter_v100``):
 
 * solo latency ``L(model, batch, share)``: the measured table (batch 1..32,
   shares 0.2..0.8; 0.1 and 1.0 measured at batch 1 only, filled for other
