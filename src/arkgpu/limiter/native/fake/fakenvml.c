@@ -2,7 +2,10 @@
  * A fake NVML (built as libnvidia-ml.so.1) over the fake GPU's shared state.
  * Utilisation is the fraction of time a kernel held the device since this
  * process's previous sample (at least 10 ms apart); memory reports the fake's
- * total as free (the fake driver accounts memory per process).
+ * total as free (the fake driver accounts memory per process). The node
+ * runtime's discovery (nvidia-ml-py) also asks for nvmlInitWithFlags, the
+ * UUID ("GPU-fake-<index>"), the MIG mode (always disabled) and the driver
+ * version.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -33,6 +36,10 @@ EXPORT nvmlReturn_t nvmlInit_v2(void) {
     return g.st ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
 }
 EXPORT nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
+EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned flags) {
+    (void)flags;
+    return nvmlInit_v2();
+}
 EXPORT nvmlReturn_t nvmlShutdown(void) { return NVML_SUCCESS; }
 EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *n) { *n = fakegpu_num_devices(); return NVML_SUCCESS; }
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned i, nvmlDevice_t *d) {
@@ -78,5 +85,19 @@ EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilizatio
     u->gpu = g.last_util[i];
     u->memory = 0;
     pthread_mutex_unlock(&g.mu);
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned len) {
+    if (!valid(d)) return NVML_ERROR_INVALID_ARGUMENT;
+    snprintf(uuid, len, "GPU-fake-%d", index_of(d));
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned *current, unsigned *pending) {
+    if (!valid(d)) return NVML_ERROR_INVALID_ARGUMENT;
+    *current = *pending = 0; /* NVML_DEVICE_MIG_DISABLE */
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned len) {
+    snprintf(version, len, "fake-550.0");
     return NVML_SUCCESS;
 }
