@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from arkgpu.cli.options import file_output, input_dir, integer, number
+from arkgpu.cli.options import CliError, file_output, input_dir, integer, number
 
 MAX_SECONDS = 86_400.0
 """Longest run accepted, s."""
@@ -140,7 +140,7 @@ def _env(region: Path | None) -> dict[str, str]:
     if region is not None:
         env["ARKGPU_REGION_DIR"] = str(region)
     if "ARKGPU_REGION_DIR" not in env:
-        raise argparse.ArgumentTypeError("--region: not given and ARKGPU_REGION_DIR is not set")
+        raise CliError("--region: not given and ARKGPU_REGION_DIR is not set")
     env["LD_PRELOAD"] = str(native.limiter_library())
     return env
 
@@ -178,7 +178,7 @@ def _profile(model: str) -> Callable[[int, float], float]:
     try:
         predictor.latency_ms(model, 1, 1.0)
     except (KeyError, ValueError):
-        raise argparse.ArgumentTypeError(f"--model: no profile of {model!r}") from None
+        raise CliError(f"--model: no profile of {model!r}") from None
     return lambda batch, share: predictor.latency_ms(model, batch, share)
 
 

@@ -20,6 +20,7 @@ Figures (:func:`summarise`):
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -32,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from arkgpu.limiter.containers import FakeContainer, make_world_readable
+from arkgpu.limiter import native
+from arkgpu.limiter.containers import FakeContainer, container_user, make_world_readable
 from arkgpu.limiter.region import Limits, read_limits, read_usage
 from arkgpu.node.pods import PodSpec, write_pod
 
@@ -69,6 +71,8 @@ class DemoConfig:
     """SIGKILL the runtime this long after the LC load starts (None: never)."""
     restart_after_s: float = 1.0
     """Start a new runtime this long after the kill, s."""
+    kill_be_at_s: float | None = None
+    """SIGKILL the BE container's processes this long after the LC load starts (None: never)."""
 
     @property
     def total_s(self) -> float:
@@ -90,6 +94,8 @@ class DemoRun:
     """Limits just before the new runtime started."""
     be_iterations: int = 0
     """BE loop iterations."""
+    be_killed_at: float | None = None
+    """When the BE container's processes were SIGKILLed, s from LC start (None: never)."""
 
 
 def _python() -> list[str]:
@@ -118,6 +124,13 @@ class Demo:
             f'regions_dir = "{self.regions}"\nnvml = false\nperiod_s = {c.period_s}\n'
         )
         self.runtime: subprocess.Popen[str] | None = None
+        self.native: dict[str, str] = {}
+        if container_user() is not None:  # kernels run as nobody: stage the native parts
+            staged = native.stage(work / "native")
+            self.native = {
+                native.NATIVE_DIR_ENV: str(staged),
+                "LD_LIBRARY_PATH": str(staged / "fake"),
+            }
 
     def start_runtime(self) -> None:
         """Start ``arkgpu node run`` on the demo's configuration."""
@@ -132,8 +145,9 @@ class Demo:
         return subprocess.Popen(
             [*_python(), "workload", *args],
             stdout=subprocess.PIPE,
-            env=container.env(preload=False),
+            env=container.env(self.native, preload=False),
             text=True,
+            start_new_session=True,
         )
 
     def limits(self) -> dict[str, Limits]:
@@ -194,9 +208,9 @@ def _run(c: DemoConfig, work: Path, progress: Callable[[str], None]) -> DemoRun:
     lc = demo.workload(demo.lc, lc_args)
     t0 = time.monotonic()
     try:
-        _watch(demo, out, lc, t0)
+        _watch(demo, out, (lc, be), t0)
     finally:
-        lc.wait(timeout=60)
+        lc.communicate(timeout=60)
         be_out, _ = be.communicate(timeout=60)
         demo.stop()
     out.be_iterations = _iterations(be_out)
@@ -205,12 +219,18 @@ def _run(c: DemoConfig, work: Path, progress: Callable[[str], None]) -> DemoRun:
     return out
 
 
-def _watch(demo: Demo, out: DemoRun, lc: subprocess.Popen[str], t0: float) -> None:
+def _watch(
+    demo: Demo, out: DemoRun, workloads: tuple[subprocess.Popen[str], ...], t0: float
+) -> None:
     c = demo.config
+    lc, be = workloads
     killed_at: float | None = None
     while lc.poll() is None:
         t = time.monotonic() - t0
         out.samples.append(demo.sample(t))
+        if c.kill_be_at_s is not None and out.be_killed_at is None and t >= c.kill_be_at_s:
+            os.killpg(be.pid, signal.SIGKILL)  # the loop and its kernel runner
+            out.be_killed_at = t
         if c.kill_runtime_at_s is not None and killed_at is None and t >= c.kill_runtime_at_s:
             assert demo.runtime is not None
             demo.runtime.send_signal(signal.SIGKILL)
