@@ -33,6 +33,16 @@ def register(subparsers: Any) -> None:
         help="length of each load phase (high, low, high), seconds, 1 to 600 (default 4)",
     )
     demo.set_defaults(handler=demo_command)
+    bench = sub.add_parser("bench", help="cost of a control tick (64 containers, 8 GPUs), CPU use")
+    json_option(bench, "the figures")
+    bench.add_argument(
+        "--seconds",
+        metavar="S",
+        type=number(0.0, 3600.0, low_open=True),
+        default=10.0,
+        help="length of the CPU-use run at a 0.1 s period, seconds, 0 < S <= 3600 (default 10)",
+    )
+    bench.set_defaults(handler=bench_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -68,3 +78,15 @@ def _print(report: dict[str, Any]) -> None:
         elif isinstance(value, float):
             text = f"{value:.3f}"
         print(f"{key:28s} {text}")
+
+
+def bench_command(args: argparse.Namespace) -> int:
+    """Run the tick benchmark; print its figures, write the JSON when asked."""
+    from arkgpu.node.bench import NodeBenchConfig, run_node_bench  # noqa: PLC0415
+
+    report = run_node_bench(NodeBenchConfig(seconds=args.seconds))
+    if args.json_out is not None:
+        args.json_out.write_json(report)
+    if args.json_out is None or not args.json_out.to_stdout:
+        _print(report)
+    return 0

@@ -47,6 +47,12 @@ class NodeConfig:
     lend_idle_share: bool = True
     """BE containers borrow an LC container's share while it has no batch in
     flight (default true)."""
+    metrics_port: int = 0
+    """TCP port of ``/metrics``, ``/healthz`` and ``/readyz`` (default 0: no endpoint;
+    9402 is a usual choice)."""
+    metrics_address: str = "127.0.0.1"
+    """Address the endpoint listens on (default 127.0.0.1; 0.0.0.0 for a scraper
+    on another host)."""
     adjustment: AdjustmentConfig = field(default_factory=AdjustmentConfig)
     """The control law's parameters (table ``[adjustment]``; docs/NODE.md)."""
 
@@ -103,6 +109,8 @@ PARSERS: dict[str, Any] = {
     "nvml": _boolean,
     "gpus": _integer(1),
     "lend_idle_share": _boolean,
+    "metrics_port": _integer(0),
+    "metrics_address": _text,
 }
 """How each top-level field is read from TOML."""
 
@@ -140,6 +148,8 @@ def config_from_dict(table: dict[str, Any], source: str = "config") -> NodeConfi
     values = _parsed(top, PARSERS, f"{source}: ")
     law = _parsed(adjustment, ADJUSTMENT_PARSERS, f"{source}: [adjustment] ")
     config = replace(NodeConfig(**values), adjustment=replace(AdjustmentConfig(), **law))
+    if config.metrics_port > 65_535:
+        raise ValueError(f"{source}: field metrics_port: at most 65535, got {config.metrics_port}")
     if config.adjustment.min_lc_bp > 10_000:
         raise ValueError(f"{source}: [adjustment] field min_lc_bp: at most 10000 basis points")
     return config

@@ -39,6 +39,10 @@ class Container:
     """Lenders linked at ``lenders/<k>`` (BE)."""
     usage: Usage | None = field(default=None, repr=False)
     """The usage read this period."""
+    p99_ms: float = float("nan")
+    """LC: p99 of the last period with completions, ms (NaN before any)."""
+    requests: int = 0
+    """LC: requests completed since adoption."""
 
     @property
     def name(self) -> str:
@@ -82,7 +86,8 @@ def observe(container: Container, period_s: float) -> LcObservation | BeObservat
         container.seq = samples[-1].seq
     arrived = sum(max(s.batch, 1) for s in samples)
     latencies = [np.asarray([s.latency_ns / 1e9 for s in samples])] if samples else []
-    return observe_lc(
+    container.requests += arrived
+    observation = observe_lc(
         spec.name,
         spec,
         arrived=arrived,
@@ -91,6 +96,9 @@ def observe(container: Container, period_s: float) -> LcObservation | BeObservat
         queued=_queued(container, bool(samples)),
         memory_mib=spec.memory_mib,
     )
+    if samples:
+        container.p99_ms = observation.p99_ms
+    return observation
 
 
 def _queued(container: Container, completed: bool) -> int:

@@ -91,6 +91,16 @@ class NodeRuntime:
         self._seeding: set[int] = set()
         self._last_tick = time.monotonic()
 
+    @property
+    def last_tick(self) -> float:
+        """CLOCK_MONOTONIC (s) of the last tick, or of the runtime's creation."""
+        return self._last_tick
+
+    @property
+    def rebuilding(self) -> bool:
+        """Whether some GPU's state is still being rebuilt from the regions."""
+        return bool(self._seeding)
+
     def start(self) -> None:
         """First scan: adopt what the regions hold and rebuild state from them."""
         self.config.regions_dir.mkdir(parents=True, exist_ok=True)

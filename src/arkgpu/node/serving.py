@@ -43,6 +43,10 @@ def serve(config: NodeConfig) -> int:
     signal.signal(signal.SIGINT, stop)
     try:
         runtime = build_runtime(config)
+        if config.metrics_port:
+            from arkgpu.node.metrics import serve_metrics  # noqa: PLC0415 (the [node] extra)
+
+            serve_metrics(runtime, config.metrics_address, config.metrics_port)
         print(
             f"arkgpu node: {len(runtime.gpus)} GPU(s), regions {config.regions_dir}, "
             f"period {config.period_s:g} s",
