@@ -78,8 +78,9 @@ def observe(container: Container, period_s: float) -> LcObservation | BeObservat
     spec = container.spec
     if not spec.is_lc:
         return BeObservation(spec.name, spec.model, spec.batch, spec.memory_mib)
+    fresh = container.usage is None or container.usage.latency_head != container.seq
     try:
-        samples = read_latencies(container.region, container.seq)
+        samples = read_latencies(container.region, container.seq) if fresh else []
     except (OSError, ValueError):
         samples = []
     if samples:

@@ -139,10 +139,11 @@ class NodeRuntime:
         self.containers[spec.name] = container
         self.stats.adopted += 1
 
-    def tick(self) -> None:
-        """One control period over every GPU with containers."""
+    def tick(self, period_s: float | None = None) -> None:
+        """One control period over every GPU with containers; ``period_s`` overrides the
+        measured time since the last tick (replays and tests)."""
         now = time.monotonic()
-        period = max(now - self._last_tick, 1e-3)
+        period = period_s or max(now - self._last_tick, 1e-3)
         self._last_tick = now
         self.stats.ticks += 1
         if self.stats.ticks % self.config.scan_every == 0:
