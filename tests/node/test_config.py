@@ -51,6 +51,9 @@ def test_a_file_sets_fields_and_the_control_law(tmp_path: Path) -> None:
         ("[adjustment]\nnosuch = 2\n", "nosuch"),
         ("adjustment = 3\n", "adjustment"),
         ("this is = = not toml\n", "not valid TOML"),
+        ('backstop = "explode"\n', "backstop"),
+        ('backstop = "kill"\nnvml = false\n', "backstop"),
+        ("metrics_port = 70000\n", "metrics_port"),
     ],
 )
 def test_bad_values_name_the_file_and_field(tmp_path: Path, text: str, named: str) -> None:

@@ -9,8 +9,8 @@ import pytest
 
 from arkgpu.node.demo import DemoConfig, phase_bounds, run_demo, summarise
 
-SHORT = DemoConfig(warmup_s=2.0, phase_s=3.0)
-"""A short run: 2 s warm-up, three 3-s phases."""
+SHORT = DemoConfig(warmup_s=2.0, phase_s=4.0)
+"""A short run: 2 s warm-up, three 4-s phases."""
 
 
 @pytest.mark.timeout(300)

@@ -53,6 +53,16 @@ class NodeConfig:
     metrics_address: str = "127.0.0.1"
     """Address the endpoint listens on (default 127.0.0.1; 0.0.0.0 for a scraper
     on another host)."""
+    backstop: str = "off"
+    """What the escape backstop does when NVML shows a container's processes over
+    their cap by ``backstop_margin_mib``: "off" (default), "report", "kill"
+    (SIGTERM, then SIGKILL) or "evict" (``<region>/evict`` for the device plugin).
+    Needs ``nvml``."""
+    backstop_margin_mib: int = 64
+    """How far over its memory cap a container may go before the backstop acts, MiB
+    (default 64: above the driver's own per-context overhead)."""
+    backstop_grace_s: float = 2.0
+    """Time between SIGTERM and SIGKILL of the ``kill`` action, s (default 2)."""
     adjustment: AdjustmentConfig = field(default_factory=AdjustmentConfig)
     """The control law's parameters (table ``[adjustment]``; docs/NODE.md)."""
 
@@ -111,6 +121,9 @@ PARSERS: dict[str, Any] = {
     "lend_idle_share": _boolean,
     "metrics_port": _integer(0),
     "metrics_address": _text,
+    "backstop": _text,
+    "backstop_margin_mib": _integer(0),
+    "backstop_grace_s": _number(0.0, 600.0),
 }
 """How each top-level field is read from TOML."""
 
@@ -148,6 +161,13 @@ def config_from_dict(table: dict[str, Any], source: str = "config") -> NodeConfi
     values = _parsed(top, PARSERS, f"{source}: ")
     law = _parsed(adjustment, ADJUSTMENT_PARSERS, f"{source}: [adjustment] ")
     config = replace(NodeConfig(**values), adjustment=replace(AdjustmentConfig(), **law))
+    if config.backstop not in ("off", "report", "kill", "evict"):
+        raise ValueError(
+            f"{source}: field backstop: expected off, report, kill or evict, "
+            f"got {config.backstop!r}"
+        )
+    if config.backstop != "off" and not config.nvml:
+        raise ValueError(f"{source}: field backstop: needs nvml = true (NVML's process memory)")
     if config.metrics_port > 65_535:
         raise ValueError(f"{source}: field metrics_port: at most 65535, got {config.metrics_port}")
     if config.adjustment.min_lc_bp > 10_000:

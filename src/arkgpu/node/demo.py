@@ -98,6 +98,10 @@ class DemoRun:
     """When the BE container's processes were SIGKILLed, s from LC start (None: never)."""
 
 
+def _favour() -> None:
+    os.nice(-5)
+
+
 def _python() -> list[str]:
     return [sys.executable, "-m", "arkgpu"]
 
@@ -140,14 +144,19 @@ class Demo:
             text=True,
         )
 
-    def workload(self, container: FakeContainer, args: list[str]) -> subprocess.Popen[str]:
-        """Start a workload of ``container`` (kernels under the limiter)."""
+    def workload(
+        self, container: FakeContainer, args: list[str], favoured: bool = False
+    ) -> subprocess.Popen[str]:
+        """Start a workload of ``container`` (kernels under the limiter); ``favoured``
+        raises its CPU priority when we may (root), as a production inference server
+        has its own cores: the demo measures GPU sharing, not a loaded CPU."""
         return subprocess.Popen(
             [*_python(), "workload", *args],
             stdout=subprocess.PIPE,
             env=container.env(self.native, preload=False),
             text=True,
             start_new_session=True,
+            preexec_fn=_favour if favoured and os.geteuid() == 0 else None,  # noqa: PLW1509
         )
 
     def limits(self) -> dict[str, Limits]:
@@ -205,7 +214,7 @@ def _run(c: DemoConfig, work: Path, progress: Callable[[str], None]) -> DemoRun:
     be = demo.workload(
         demo.be, ["be", "--seconds", be_seconds, "--kernel-us", f"{c.be_kernel_us:g}"]
     )
-    lc = demo.workload(demo.lc, lc_args)
+    lc = demo.workload(demo.lc, lc_args, favoured=True)
     t0 = time.monotonic()
     try:
         _watch(demo, out, (lc, be), t0)

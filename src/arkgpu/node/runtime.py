@@ -31,6 +31,7 @@ from arkgpu.limiter.layout import MAX_LENDERS
 from arkgpu.limiter.lending import link_lender
 from arkgpu.limiter.region import LIMITS_FILE, USAGE_FILE, read_limits, write_limits
 from arkgpu.model.shares import share_fraction
+from arkgpu.node.backstop import Backstop
 from arkgpu.node.config import NodeConfig
 from arkgpu.node.observing import Container, observe, refresh, skip_old_samples
 from arkgpu.node.pods import POD_FILE, read_pod
@@ -90,6 +91,8 @@ class NodeRuntime:
         self.stats = TickStats()
         self._seeding: set[int] = set()
         self._last_tick = time.monotonic()
+        self.backstop: Backstop | None = None
+        """The escape backstop, run every ``scan_every`` periods (None: off)."""
 
     @property
     def last_tick(self) -> float:
@@ -148,6 +151,8 @@ class NodeRuntime:
         self.stats.ticks += 1
         if self.stats.ticks % self.config.scan_every == 0:
             self.scan()
+            if self.backstop is not None:
+                self.backstop.check(list(self.containers.values()))
         for gpu in sorted({c.spec.gpu for c in self.containers.values()}):
             self._tick_gpu(gpu, period)
 

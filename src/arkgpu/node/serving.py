@@ -13,6 +13,7 @@ from types import FrameType
 
 from arkgpu.colocation.deciding import ControlConfig, NodeController
 from arkgpu.colocation.sizing import ShareSizer
+from arkgpu.node.backstop import open_backstop
 from arkgpu.node.config import NodeConfig
 from arkgpu.node.gpus import assumed, discover
 from arkgpu.node.locking import NodeLock
@@ -28,7 +29,15 @@ def build_runtime(config: NodeConfig) -> NodeRuntime:
     predictor = Predictor.load(config.predictor) if config.predictor else default_predictor()
     control = ControlConfig(config.adjustment, config.lend_idle_share)
     controller = NodeController(ShareSizer(predictor, config.gpu_model), control)
-    return NodeRuntime(config, controller, [g.index for g in gpus])
+    runtime = NodeRuntime(config, controller, [g.index for g in gpus])
+    if config.backstop != "off":
+        runtime.backstop = open_backstop(
+            config.backstop,
+            config.backstop_margin_mib,
+            config.backstop_grace_s,
+            [g.index for g in gpus],
+        )
+    return runtime
 
 
 def serve(config: NodeConfig) -> int:

@@ -12,6 +12,8 @@
 
 #include "../cuda_abi.h"
 #include "fakegpu_state.h"
+#include "fakeprocs.h"
+#include <signal.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -100,4 +102,28 @@ EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned *current, unsi
 EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned len) {
     snprintf(version, len, "fake-550.0");
     return NVML_SUCCESS;
+}
+
+/* Per-process memory (fakeprocs.h): the processes alive in the table on device d. */
+typedef struct {
+    unsigned pid;
+    unsigned long long usedGpuMemory;
+    unsigned gpuInstanceId, computeInstanceId;
+} fake_process_info;
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned *count,
+                                                            fake_process_info *infos) {
+    if (!valid(d) || !count) return NVML_ERROR_INVALID_ARGUMENT;
+    fakeprocs_table *t = fakeprocs_attach();
+    unsigned n = 0, room = *count;
+    for (int i = 0; t && i < FAKEPROCS_SLOTS; i++) {
+        uint32_t pid = atomic_load(&t->e[i].pid);
+        if (!pid || t->e[i].dev != (uint32_t)index_of(d) || kill((pid_t)pid, 0) != 0) continue;
+        if (infos && n < room)
+            infos[n] = (fake_process_info){pid, atomic_load(&t->e[i].bytes), 0xFFFFFFFFu, 0xFFFFFFFFu};
+        n++;
+    }
+    if (t) munmap(t, sizeof *t);
+    *count = n;
+    return (infos && n <= room) || n == 0 ? NVML_SUCCESS : 7 /* NVML_ERROR_INSUFFICIENT_SIZE */;
 }
