@@ -6,6 +6,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from arkgpu.client import LatencyReporter
 from arkgpu.colocation.deciding import ControlConfig, NodeController
 from arkgpu.colocation.sizing import ShareSizer
 from arkgpu.limiter.region import Limits, create_region
@@ -41,6 +42,9 @@ def test_endpoints_report_readiness_and_per_container_metrics(tmp_path: Path) ->
     try:
         runtime.start()
         assert _get(port, "/readyz")[0] == 503
+        with LatencyReporter(tmp_path / "lc") as reporter:
+            for latency_s in (0.010, 0.020, 0.080):  # the last one over the 50 ms target
+                reporter.report(latency_s)
         runtime.tick()
         runtime.tick()
         assert _get(port, "/readyz") == (200, "ready\n")
@@ -56,6 +60,9 @@ def test_endpoints_report_readiness_and_per_container_metrics(tmp_path: Path) ->
             'arkgpu_container_latency_target_seconds{container="lc",gpu="0",kind="lc"} 0.05' in text
         )
         assert 'arkgpu_container_share_ratio{container="be",gpu="0",kind="be"}' in text
+        lc = '{container="lc",gpu="0",kind="lc"}'
+        assert f"arkgpu_container_requests_total{lc} 3.0" in text
+        assert f"arkgpu_container_requests_within_target_total{lc} 2.0" in text
         assert _get(port, "/nosuch")[0] == 404
     finally:
         server.shutdown()

@@ -71,6 +71,11 @@ class RuntimeCollector:
             "requests": CounterMetricFamily(
                 "arkgpu_container_requests", "LC requests completed.", labels=labels
             ),
+            "within": CounterMetricFamily(
+                "arkgpu_container_requests_within_target",
+                "LC requests completed within the latency target.",
+                labels=labels,
+            ),
         }
         for c in list(rt.containers.values()):
             _container_samples(fams, c, [c.name, str(c.spec.gpu), c.spec.kind])
@@ -92,6 +97,7 @@ def _container_samples(fams: dict[str, Any], c: Any, labels: list[str]) -> None:
             fams["p99"].add_metric(labels, c.p99_ms / 1000)
         fams["target"].add_metric(labels, c.spec.target_ms / 1000)
         fams["requests"].add_metric(labels, c.requests)
+        fams["within"].add_metric(labels, c.within_target)
 
 
 def serve_metrics(runtime: NodeRuntime, address: str, port: int) -> ThreadingHTTPServer:

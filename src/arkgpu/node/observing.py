@@ -43,6 +43,8 @@ class Container:
     """LC: p99 of the last period with completions, ms (NaN before any)."""
     requests: int = 0
     """LC: requests completed since adoption."""
+    within_target: int = 0
+    """LC: requests completed since adoption within the p99 target (SLO attainment)."""
 
     @property
     def name(self) -> str:
@@ -88,6 +90,8 @@ def observe(container: Container, period_s: float) -> LcObservation | BeObservat
     arrived = sum(max(s.batch, 1) for s in samples)
     latencies = [np.asarray([s.latency_ns / 1e9 for s in samples])] if samples else []
     container.requests += arrived
+    bound_ns = spec.target_ms * 1e6
+    container.within_target += sum(max(x.batch, 1) for x in samples if x.latency_ns <= bound_ns)
     observation = observe_lc(
         spec.name,
         spec,
