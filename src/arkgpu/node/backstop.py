@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from arkgpu.node.gpus import nvml_handles
 from arkgpu.node.observing import Container
 
 MIB = 1 << 20
@@ -137,8 +138,4 @@ def _alive(pid: int) -> bool:
 
 def open_backstop(action: str, margin_mib: int, grace_s: float, gpus: list[int]) -> Backstop:
     """A backstop over NVML's handles of ``gpus`` (NVML stays initialised)."""
-    import pynvml  # noqa: PLC0415
-
-    pynvml.nvmlInit()
-    handles = {g: pynvml.nvmlDeviceGetHandleByIndex(g) for g in gpus}
-    return Backstop(action, margin_mib, grace_s, handles)
+    return Backstop(action, margin_mib, grace_s, nvml_handles(gpus))

@@ -70,3 +70,10 @@ def _info(nv: Any, index: int) -> GpuInfo:
 def assumed(count: int) -> list[GpuInfo]:
     """``count`` GPUs without NVML (config ``nvml = false``)."""
     return [GpuInfo(i, f"assumed-{i}", "unknown", 0, False) for i in range(count)]
+
+
+def nvml_handles(indices: list[int]) -> dict[int, Any]:
+    """NVML handles of ``indices``, NVML left initialised (metrics, backstop)."""
+    nv = _nvml()
+    nv.nvmlInit()
+    return {i: nv.nvmlDeviceGetHandleByIndex(i) for i in indices}

@@ -26,9 +26,10 @@ STALE_PERIODS = 20
 class RuntimeCollector:
     """Yields the runtime's metric families at each scrape."""
 
-    def __init__(self, runtime: NodeRuntime) -> None:
-        """Collect from ``runtime``."""
+    def __init__(self, runtime: NodeRuntime, gpu_handles: dict[int, Any] | None = None) -> None:
+        """Collect from ``runtime``, and from NVML ``gpu_handles`` (index -> handle) if given."""
         self.runtime = runtime
+        self.gpu_handles = gpu_handles or {}
 
     def collect(self) -> Iterator[Any]:
         """The metric families (prometheus-client collector protocol)."""
@@ -80,6 +81,26 @@ class RuntimeCollector:
         for c in list(rt.containers.values()):
             _container_samples(fams, c, [c.name, str(c.spec.gpu), c.spec.kind])
         yield from fams.values()
+        if self.gpu_handles:
+            yield from _gpu_families(self.gpu_handles, GaugeMetricFamily)
+
+
+def _gpu_families(handles: dict[int, Any], gauge: Any) -> Iterator[Any]:
+    import pynvml  # type: ignore[import-untyped]  # noqa: PLC0415 (the [node] extra)
+
+    util = gauge("arkgpu_gpu_utilization_ratio", "NVML utilisation (0..1).", labels=["gpu"])
+    total = gauge("arkgpu_gpu_memory_total_bytes", "NVML total memory.", labels=["gpu"])
+    used = gauge("arkgpu_gpu_memory_used_bytes", "NVML used memory.", labels=["gpu"])
+    for index, handle in handles.items():
+        try:
+            rates = pynvml.nvmlDeviceGetUtilizationRates(handle)
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        except pynvml.NVMLError:
+            continue
+        util.add_metric([str(index)], rates.gpu / 100)
+        total.add_metric([str(index)], memory.total)
+        used.add_metric([str(index)], memory.used)
+    yield from (util, total, used)
 
 
 def _container_samples(fams: dict[str, Any], c: Any, labels: list[str]) -> None:
@@ -100,12 +121,14 @@ def _container_samples(fams: dict[str, Any], c: Any, labels: list[str]) -> None:
         fams["within"].add_metric(labels, c.within_target)
 
 
-def serve_metrics(runtime: NodeRuntime, address: str, port: int) -> ThreadingHTTPServer:
+def serve_metrics(
+    runtime: NodeRuntime, address: str, port: int, gpu_handles: dict[int, Any] | None = None
+) -> ThreadingHTTPServer:
     """Serve the three endpoints on a daemon thread; returns the server (``server_port``)."""
     from prometheus_client import CollectorRegistry, generate_latest  # noqa: PLC0415
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(RuntimeCollector(runtime))
+    registry.register(RuntimeCollector(runtime, gpu_handles))
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:

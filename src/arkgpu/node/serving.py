@@ -15,7 +15,7 @@ from arkgpu.colocation.deciding import ControlConfig, NodeController
 from arkgpu.colocation.sizing import ShareSizer
 from arkgpu.node.backstop import open_backstop
 from arkgpu.node.config import NodeConfig
-from arkgpu.node.gpus import assumed, discover
+from arkgpu.node.gpus import assumed, discover, nvml_handles
 from arkgpu.node.locking import NodeLock
 from arkgpu.node.runtime import NodeRuntime
 from arkgpu.predictor import Predictor, default_predictor
@@ -55,7 +55,8 @@ def serve(config: NodeConfig) -> int:
         if config.metrics_port:
             from arkgpu.node.metrics import serve_metrics  # noqa: PLC0415 (the [node] extra)
 
-            serve_metrics(runtime, config.metrics_address, config.metrics_port)
+            handles = nvml_handles(sorted(runtime.gpus)) if config.nvml else None
+            serve_metrics(runtime, config.metrics_address, config.metrics_port, handles)
         print(
             f"arkgpu node: {len(runtime.gpus)} GPU(s), regions {config.regions_dir}, "
             f"period {config.period_s:g} s",
