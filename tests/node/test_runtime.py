@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,23 @@ def test_the_rebuilt_state_continues_from_the_shares_in_force(predictor: Predict
         split = unit.step(obs.lcs, obs.bes)
         assert abs(split.lc_bp["lc"] - current) <= 100, current
         assert not math.isnan(share_fraction(split.be_bp["be"]))
+
+
+def test_a_bad_pod_file_is_skipped_with_one_line(
+    tmp_path: Path, predictor: Predictor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A region whose pod.json lacks a field, or names another GPU, is not adopted; each is
+    said once on standard error, naming the region and the field."""
+    region = create_region(tmp_path / "broken", Limits((None,)))
+    (region / "pod.json").write_text('{"kind": "lc", "gpu": 0}')
+    _region(tmp_path, replace(BE, name="far", gpu=3), 5000)
+    runtime = _runtime(tmp_path, predictor)
+    runtime.start()
+    runtime.scan()
+    assert runtime.containers == {}
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2, err
+    assert "broken" in err[0]
+    assert "model" in err[0]
+    assert "far" in err[1]
+    assert "GPU 3" in err[1]

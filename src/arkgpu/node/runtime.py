@@ -17,6 +17,7 @@ law's response to what it measures.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -91,6 +92,7 @@ class NodeRuntime:
         self.stats = TickStats()
         self._seeding: set[int] = set()
         self._last_tick = time.monotonic()
+        self._warned: set[str] = set()
         self.backstop: Backstop | None = None
         """The escape backstop, run every ``scan_every`` periods (None: off)."""
 
@@ -114,7 +116,11 @@ class NodeRuntime:
         """Adopt containers whose regions appeared; forget those whose regions went."""
         found = {}
         self.stats.skipped = []
-        for region in sorted(self.config.regions_dir.iterdir()):
+        try:
+            entries = sorted(self.config.regions_dir.iterdir())
+        except FileNotFoundError:  # the folder went: every container with it
+            entries = []
+        for region in entries:
             if all((region / f).is_file() for f in (LIMITS_FILE, USAGE_FILE, POD_FILE)):
                 found[region.name] = region
         for name in [n for n in self.containers if n not in found]:
@@ -132,15 +138,23 @@ class NodeRuntime:
             spec = read_pod(region)
             limits = read_limits(region)
         except (OSError, ValueError) as exc:
-            self.stats.skipped.append(f"{region.name}: {exc}")
+            self._skip(region, str(exc))
             return
         if spec.gpu not in self.gpus:
-            self.stats.skipped.append(f"{region.name}: GPU {spec.gpu} is not on this node")
+            self._skip(region, f"GPU {spec.gpu} is not on this node")
             return
         container = Container(spec, region, limits)
         skip_old_samples(container)
         self.containers[spec.name] = container
         self.stats.adopted += 1
+
+    def _skip(self, region: Path, why: str) -> None:
+        """Leave ``region`` out this scan; say so once per region and reason."""
+        line = f"{region.name}: {why}"
+        self.stats.skipped.append(line)
+        if line not in self._warned:
+            self._warned.add(line)
+            print(f"arkgpu node: not adopted: {line}", file=sys.stderr, flush=True)
 
     def tick(self, period_s: float | None = None) -> None:
         """One control period over every GPU with containers; ``period_s`` overrides the
