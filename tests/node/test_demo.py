@@ -30,7 +30,7 @@ def test_lc_within_target_be_takes_the_leftover_and_follows_the_steps() -> None:
 def test_a_killed_runtime_leaves_limits_and_its_restart_carries_on() -> None:
     """SIGKILL of the runtime mid-run: no limit changes while none runs, the restarted
     runtime takes over (it writes again), and LC stays within target."""
-    config = DemoConfig(warmup_s=2.0, phase_s=3.0, kill_runtime_at_s=3.5, restart_after_s=1.0)
+    config = DemoConfig(warmup_s=2.0, phase_s=4.0, kill_runtime_at_s=3.5, restart_after_s=1.0)
     run = run_demo(config)
     assert run.limits_at_kill, "the runtime was never killed"
     assert run.limits_before_restart == run.limits_at_kill
@@ -46,7 +46,7 @@ def test_a_killed_runtime_leaves_limits_and_its_restart_carries_on() -> None:
 def test_a_killed_container_leaves_the_others_unaffected() -> None:
     """SIGKILL of the BE container's processes: the runtime stops deciding for it (its
     limits freeze) and the LC container stays within target."""
-    config = DemoConfig(warmup_s=2.0, phase_s=3.0, kill_be_at_s=4.0)
+    config = DemoConfig(warmup_s=2.0, phase_s=4.0, kill_be_at_s=4.0)
     run = run_demo(config)
     assert run.be_killed_at is not None
     settled = run.be_killed_at + 1.0

@@ -215,12 +215,12 @@ class NodeRuntime:
     def run(self, stop: Callable[[], bool] = lambda: False) -> None:
         """Tick every period until ``stop()`` says so."""
         self.start()
-        deadline = time.monotonic()
-        while not stop():
+        self._last_tick = deadline = time.monotonic()
+        while not stop():  # a whole period before each tick: the first measures one too
             deadline += self.config.period_s
-            self.tick()
             delay = deadline - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
             else:
                 deadline = time.monotonic()
+            self.tick()
