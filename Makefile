@@ -11,7 +11,7 @@ SUM := $(shell cat pyproject.toml setup.py | cksum | cut -d' ' -f1)
 DEMO_STAMP := $(VENV)/.demo-$(SUM)
 TEST_STAMP := $(VENV)/.test-$(SUM)
 
-.PHONY: demo test lint typecheck contracts unit bench native browser wheel clean
+.PHONY: demo test lint typecheck contracts unit sanitize bench native browser wheel clean
 
 # Installs into .venv with the extras given in $(1).
 define install
@@ -54,7 +54,13 @@ browser:
 unit: $(TEST_STAMP) native browser
 	$(BIN)/pytest -q -p no:cacheprovider
 
-test: lint typecheck contracts unit
+# The limiter tests again against the ASan+UBSan build (native/build-asan;
+# ThreadSanitizer: `make -C src/arkgpu/limiter/native tsan`, docs/LIMITER.md).
+sanitize: $(TEST_STAMP) native
+	$(MAKE) -C src/arkgpu/limiter/native asan
+	ARKGPU_LIMITER_BUILD=asan $(BIN)/pytest -q -p no:cacheprovider tests/limiter
+
+test: lint typecheck contracts unit sanitize
 
 bench: $(DEMO_STAMP) native
 	$(BIN)/arkgpu placement bench --trace default --policies random,dotprod,clustering,packing,bestfit,fgd,arkgpu --seeds 42-51 --json bench-placement.json --plot bench-placement.png

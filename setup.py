@@ -41,7 +41,9 @@ def make_native(source: Path) -> Path:
 def build_out_of_tree(scratch: Path) -> Path:
     """Build a clean copy of the native sources under ``scratch``."""
     shutil.rmtree(scratch, ignore_errors=True)
-    shutil.copytree(NATIVE, scratch, ignore=shutil.ignore_patterns("build", "*.o", "*.so*"))
+    shutil.copytree(
+        NATIVE, scratch, ignore=shutil.ignore_patterns("build", "build-*", "*.o", "*.so*")
+    )
     return make_native(scratch)
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from arkgpu.colocation.adjusting import AdjustmentUnit
 from arkgpu.colocation.observations import BeObservation, LcObservation
-from arkgpu.colocation.placing import GpuSnapshot, choose_gpu_for_be, choose_gpu_for_lc
 from arkgpu.colocation.sizing import BiasedPredictor, LcDemand, ShareSizer
+from arkgpu.placement.lc_placing import GpuSnapshot, choose_gpu_for_be, choose_gpu_for_lc
 
 DEMAND = LcDemand("m", target_ms=20.0, rate_rps=200.0, max_batch=16, max_queue_delay_ms=2.0)
 

@@ -1,5 +1,9 @@
 """Fixtures: containers on the fake GPU, each a set of real processes that load
-the fake driver through the interception library (built by `make native`)."""
+the fake driver through the interception library (built by `make native`).
+
+With ARKGPU_LIMITER_BUILD=asan (or tsan) the tests load that sanitizer build
+instead (:mod:`arkgpu.limiter.builds`); every sanitizer report is written to
+a log directory, and a test after which one appeared fails with its text."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from arkgpu.limiter import Limits, native
+from arkgpu.limiter import Limits, builds, native
 from arkgpu.limiter.containers import FakeContainer, container_user, make_world_readable
 
 MiB = 1 << 20
@@ -64,20 +68,68 @@ class Probe:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def reachable_native() -> Iterator[None]:
-    """When container processes run as another user (nobody, when tests run as
-    root), they load a copy of the native parts in a directory every user can
-    traverse: the checkout or the virtual environment may not be (a clone
-    under root's home directory, mode 0700)."""
-    if container_user() is None:
-        yield
-        return
-    path = Path(tempfile.mkdtemp(prefix="arkgpu-native-"))
-    make_world_readable(path)
+def native_build() -> Iterator[Path]:
+    """The build the tests load: the plain one, or the sanitizer build that
+    ARKGPU_LIMITER_BUILD names. When container processes run as another user
+    (nobody, when tests run as root) they load a copy of it in a directory
+    every user can traverse: the checkout or the virtual environment may not
+    be (a clone under root's home directory, mode 0700)."""
+    directory = builds.variant_dir(builds.variant())
+    assert (directory / "libarkgpu_limiter.so").exists(), f"{directory}: not built"
+    tmp = Path(tempfile.mkdtemp(prefix="arkgpu-native-"))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(native.NATIVE_DIR_ENV, str(native.stage(path / "build")))
-        yield
-    shutil.rmtree(path, ignore_errors=True)
+        if container_user() is not None:
+            make_world_readable(tmp)
+            directory = _stage(directory, tmp / "build")
+        patch.setenv(native.NATIVE_DIR_ENV, str(directory))
+        yield directory
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _stage(source: Path, dest: Path) -> Path:
+    """A copy of the build in ``source`` (its sanitizer runtime note too) at ``dest``."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(native.NATIVE_DIR_ENV, str(source))
+        native.stage(dest)
+    first = source / builds.PRELOAD_FIRST
+    if first.exists():
+        shutil.copyfile(first, dest / builds.PRELOAD_FIRST)
+        (dest / builds.PRELOAD_FIRST).chmod(0o644)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def sanitizer_logs(native_build: Path) -> Iterator[Path | None]:
+    """Under a sanitizer build: a directory its reports are logged to (None
+    under the plain build)."""
+    if builds.variant() == "plain":
+        yield None
+        return
+    patch = pytest.MonkeyPatch()
+    logs = Path(tempfile.mkdtemp(prefix="arkgpu-sanitizer-"))
+    logs.chmod(0o1777)  # the container processes (nobody) write here
+    common = f"log_path={logs}/report:halt_on_error=1"
+    patch.setenv("ASAN_OPTIONS", f"{common}:detect_leaks=0:verify_asan_link_order=1")
+    patch.setenv("UBSAN_OPTIONS", f"{common}:print_stacktrace=1")
+    # die_after_fork=0: a forked child starts its own reaper thread, which TSan
+    # refuses by default after a fork of a multi-threaded process.
+    patch.setenv("TSAN_OPTIONS", f"{common}:report_signal_unsafe=0:die_after_fork=0")
+    yield logs
+    patch.undo()
+    shutil.rmtree(logs, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def no_sanitizer_report(sanitizer_logs: Path | None) -> Iterator[None]:
+    """Fail the test when a sanitizer wrote a report during it."""
+    yield
+    if sanitizer_logs is None:
+        return
+    reports = sorted(sanitizer_logs.iterdir())
+    text = "\n".join(r.read_text(errors="replace")[:4000] for r in reports)
+    for r in reports:
+        r.unlink()
+    assert not reports, f"sanitizer report(s):\n{text}"
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from arkgpu.cli.main import main
-from arkgpu.model.cluster import Assignment, ClusterState
+from arkgpu.model.arrays import IntArray
+from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import Node, Pod
-from arkgpu.placement import POLICIES, PolicyContext
 from arkgpu.placement.arkgpu import ArkgpuPolicy
-from arkgpu.placement.base import retry_chooser
+from arkgpu.placement.ranking import Ranking
 from arkgpu.sim.replay import ReplayConfig, occupancy, replay, stretch_durations
 from arkgpu.traces.openb import load_nodes, load_pods
 
@@ -161,34 +161,32 @@ def test_replay_config_refuses_too_few_samples() -> None:
 
 
 def test_a_pod_offered_again_is_learned_once() -> None:
-    """arkgpu learns from arrivals: a pod that waits and is retried is counted once, and the
-    replay asks it through ``choose_again``; a policy without it is asked ``choose``."""
+    """arkgpu learns from arrivals: a pod that waits and is retried is counted once: the
+    replay calls ``observe`` on arrival only and ``rank`` on every offer."""
     nodes = [Node("n", 8000, 8192, 1, "T4")]
     pods = [
         Pod("first", 1000, 1024, 1, 1000, creation_time=0, deletion_time=100),
         Pod("second", 1000, 1024, 1, 600, creation_time=10, deletion_time=50),
     ]
-    learned: list[int] = []
-    original = ArkgpuPolicy._decide
+    learned: list[tuple[int, float]] = []
+    original = ArkgpuPolicy.rank
 
     def spy(
-        self: ArkgpuPolicy, state: ClusterState, pod: Pod, waited_s: float = 0.0
-    ) -> Assignment | None:
-        learned.append(sum(self.learner.shapes.values()))
-        return original(self, state, pod, waited_s)
+        self: ArkgpuPolicy,
+        state: ClusterState,
+        pod: Pod,
+        rng: np.random.Generator,
+        candidates: IntArray | None = None,
+        waited_s: float = 0.0,
+    ) -> Ranking:
+        learned.append((sum(self.learner.shapes.values()), waited_s))
+        return original(self, state, pod, rng, candidates, waited_s)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ArkgpuPolicy, "_decide", spy)
+        patch.setattr(ArkgpuPolicy, "rank", spy)
         result = replay(nodes, pods, "arkgpu", EXACT)
     assert result.decisions == 3  # first, second (waits), second again
-    assert learned == [1, 2, 2]
-    state = ClusterState.from_nodes(nodes)
-    fgd = POLICIES.create("fgd", PolicyContext(state, pods))
-    calls: list[str] = []
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fgd, "choose", lambda *args: calls.append(args[1].name))
-        retry_chooser(fgd)(state, pods[1], np.random.default_rng(0), 40.0)
-    assert calls == ["second"]
+    assert learned == [(1, 0.0), (2, 0.0), (2, 90.0)]
 
 
 def test_pod_refused_though_it_fits_is_retried_when_a_placement_changes_the_node() -> None:

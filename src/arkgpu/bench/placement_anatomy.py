@@ -27,7 +27,7 @@ from __future__ import annotations
 import multiprocessing
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,15 +127,25 @@ def _one(spec: AnatomySpec, policy: str, seed: int) -> Anatomy:
     return take_apart(problem, bound.unallocated_pct, bound.left_out, policy, seed)
 
 
-def run_anatomy(spec: AnatomySpec) -> list[Anatomy]:
-    """Every (policy, seed), in that order; ``spec.jobs`` worker processes."""
+def run_anatomy(spec: AnatomySpec, progress: Callable[[str], None] | None = None) -> list[Anatomy]:
+    """Every (policy, seed), in that order; ``spec.jobs`` worker processes;
+    ``progress(label)`` after each."""
     tasks = [(p, s) for p in spec.policies for s in spec.seeds]
+    tell = progress or (lambda _label: None)
     if spec.jobs <= 1:
-        return [_one(spec, p, s) for p, s in tasks]
+        results = []
+        for p, s in tasks:
+            results.append(_one(spec, p, s))
+            tell(f"{p} seed {s}")
+        return results
     context = multiprocessing.get_context("forkserver")
     with ProcessPoolExecutor(spec.jobs, mp_context=context) as pool:
         futures = [pool.submit(_one, spec, p, s) for p, s in tasks]
-        return [f.result() for f in futures]
+        results = []
+        for (p, s), future in zip(tasks, futures, strict=True):
+            results.append(future.result())
+            tell(f"{p} seed {s}")
+        return results
 
 
 PARTS = ("unallocated_pct", "free_gpu_pct", "mix_waste_pct", "packing_excess_pct", "lp_bound_pct")

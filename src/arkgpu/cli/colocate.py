@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from arkgpu.bench.colocation import ALL_MODES, BenchSpec, json_ready, plot_arkgpu, run_bench
-from arkgpu.bench.colocation_sensitivity import run_sensitivity
+from arkgpu.bench.colocation_sensitivity import CASES, run_sensitivity
 from arkgpu.bench.mps_check import mps_fair_split_check
 from arkgpu.bench.mps_check import to_json as mps_json
+from arkgpu.bench.progress import ProgressReporter
 from arkgpu.cli import colocate_tables
 from arkgpu.cli.options import (
     CliError,
@@ -118,10 +119,6 @@ def check_scenario(spec: str) -> Scenario:
     return scenario
 
 
-def _progress(message: str) -> None:
-    print(f"  {message}", file=sys.stderr, flush=True)
-
-
 def _emit(out: Output | None, doc: dict[str, Any]) -> bool:
     """Write ``doc`` as JSON if asked; True when it went to standard output (no table)."""
     if out is None:
@@ -145,7 +142,11 @@ def _run(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     check_scenario(args.scenario)
     spec = BenchSpec(args.scenario, args.modes, args.seeds, args.peak_factor, args.predictor_factor)
-    doc = run_bench(spec, args.jobs, keep_series=args.plot is not None, progress=_progress)
+    with ProgressReporter("co-location seeds", len(spec.seeds)) as progress:
+        progress.note(f"{len(spec.modes)} modes per seed")
+        doc = run_bench(
+            spec, args.jobs, keep_series=args.plot is not None, progress=progress.advance
+        )
     if not _emit(args.json_out, json_ready(doc)):
         out = console()
         out.print(colocate_tables.bench_table(doc))
@@ -168,7 +169,8 @@ def _plot(run: Any, path: Path) -> None:
 
 def _sensitivity(args: argparse.Namespace) -> int:
     check_scenario(args.scenario)
-    doc = run_sensitivity(args.scenario, args.seeds, args.modes, args.jobs, _progress)
+    with ProgressReporter("sensitivity cases", len(CASES)) as progress:
+        doc = run_sensitivity(args.scenario, args.seeds, args.modes, args.jobs, progress.advance)
     if not _emit(args.json_out, doc):
         console().print(colocate_tables.sensitivity_table(doc))
     return 0

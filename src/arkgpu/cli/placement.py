@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import Progress
 
 from arkgpu.bench.placement import BenchSpec, bench_report, run_bench
 from arkgpu.bench.plots import plot_allocation
+from arkgpu.bench.progress import ProgressReporter
 from arkgpu.cli import figures
 from arkgpu.cli.options import (
     Output,
@@ -164,9 +164,8 @@ def run_and_report(
     spec: BenchSpec, json_out: Path | Output | None, plot: Path | Output | None, out: Console
 ) -> dict[str, object]:
     """Run the bench with a progress bar, print the table, write JSON and plot."""
-    with Progress(console=out, transient=True) as progress:
-        task = progress.add_task("placement runs", total=len(spec.policies) * len(spec.seeds))
-        stats = run_bench(spec, lambda text: progress.update(task, advance=1, description=text))
+    with ProgressReporter("placement runs", len(spec.policies) * len(spec.seeds)) as progress:
+        stats = run_bench(spec, progress.advance)
     report = bench_report(spec, stats)
     json_to = json_out if isinstance(json_out, Output) or json_out is None else Output(json_out)
     if json_to is None or not json_to.to_stdout:

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from arkgpu.bench.placement_anatomy import AnatomySpec, run_anatomy, summarise
+from arkgpu.bench.progress import ProgressReporter
 from arkgpu.cli.options import jobs_option, json_option, seeds_option
 from arkgpu.cli.placement_inputs import check_inputs, policy_arg, trace_args
 from arkgpu.cli.tables import Column, console, label, make_table
@@ -36,7 +37,8 @@ def cmd_anatomy(args: argparse.Namespace) -> int:
         inflate=args.inflate,
         jobs=args.jobs,
     )
-    results = run_anatomy(spec)
+    with ProgressReporter("anatomy runs", len(spec.policies) * len(spec.seeds)) as progress:
+        results = run_anatomy(spec, progress.advance)
     summary = summarise(results)
     if args.json_out is not None:
         report = {

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 
 from arkgpu.bench.placement_study import OPENB_TRACES, StudySpec, plot_study, run_study
+from arkgpu.bench.progress import ProgressReporter
 from arkgpu.cli import figures
 from arkgpu.cli.options import (
     ArgType,
@@ -106,11 +107,13 @@ def cmd_study(args: argparse.Namespace) -> int:
     )
     out = Console(width=120, highlight=False)
 
-    def update(report: dict[str, Any]) -> None:
-        args.json_out.write_json(report)
-        out.print(f"{report['tasks_done']}/{report['tasks_total']} tasks done")
+    with ProgressReporter("study tasks", len(spec.tasks())) as progress:
 
-    report = run_study(spec, update)
+        def update(report: dict[str, Any]) -> None:
+            args.json_out.write_json(report)
+            progress.advance(f"{report['tasks_done']}/{report['tasks_total']}, JSON rewritten")
+
+        report = run_study(spec, update)
     if args.plot is not None:
         plot_study(args.plot.path, report)
     for t in report["traces"]:

@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arkgpu.limiter import native
+from arkgpu.limiter import builds, native
 from arkgpu.limiter.region import LIMITS_FILE, Limits, create_region, write_limits
 
 NOBODY = 65534
@@ -60,6 +60,8 @@ class FakeContainer:
     def env(self, extra: dict[str, str] | None = None, preload: bool = True) -> dict[str, str]:
         """The container processes' environment."""
         env = native.container_env(self.region, self.fake_state, preload=preload)
+        if preload:  # a sanitizer build's runtime goes first
+            env["LD_PRELOAD"] = builds.preload(native.limiter_library())
         env.update(extra or {})
         return env
 

@@ -10,7 +10,7 @@ import ctypes
 
 from arkgpu.model.shares import SHARE_FULL_BP
 
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3
 LIMITS_MAGIC = 0x53544D494C4B5241  # "ARKLIMTS"
 USAGE_MAGIC = 0x45474153554B5241  # "ARKUSAGE"
 MAX_DEVICES = 8
@@ -25,6 +25,8 @@ LOCK_BYTES = 64
 KINDS: tuple[str, ...] = ("alloc", "managed", "vmm", "async", "pool", "array")
 MODE_HARD = 0
 MODE_ELASTIC = 1
+#: ``arkgpu_proc.flags``: the process holds the region lock.
+PROC_IN_LOCK = 1
 
 U64 = ctypes.c_uint64
 I64 = ctypes.c_int64
@@ -97,6 +99,13 @@ class UsageStruct(ctypes.Structure):
         ("busy_ns", U64 * MAX_DEVICES),
         ("reclaimed_bytes", U64),
         ("lock_recoveries", U64),
+        ("queue_waits", U64),
+        ("unmeasured", U64),
+        ("events_dropped", U64),
+        ("limits_waits", U64),
+        ("lock_errors", U64),
+        ("slot_refusals", U64),
+        ("degraded_pad", U64 * 2),
         ("procs", ProcStruct * MAX_PROCS),
         ("inflight", InflightStruct),
         ("lat_head", U64),
@@ -104,6 +113,16 @@ class UsageStruct(ctypes.Structure):
         ("lat", LatencyEntryStruct * LATENCY_SLOTS),
     )
 
+
+#: The usage region's counters of degraded paths (docs/LIMITER.md, Bounds).
+DEGRADED_COUNTERS: tuple[str, ...] = (
+    "queue_waits",
+    "unmeasured",
+    "events_dropped",
+    "limits_waits",
+    "lock_errors",
+    "slot_refusals",
+)
 
 #: C struct name -> its mirror, for the layout test.
 MIRRORS: dict[str, type[ctypes.Structure]] = {

@@ -15,11 +15,12 @@ import mmap
 import os
 import stat
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from arkgpu.limiter import layout
+from arkgpu.limiter.untrusted import RegionDataError, start_ticks, usage_struct
 from arkgpu.model.shares import SHARE_FULL_BP, check_share_bp
 
 LIMITS_FILE = "limits"
@@ -101,6 +102,8 @@ class ProcessUsage:
     oom_refusals: int
     alive: bool
     """The process still runs (judged from /proc: valid in the container's pid namespace)."""
+    in_lock: bool = False
+    """The process holds the region lock (or died holding it)."""
 
     @property
     def total_bytes(self) -> int:
@@ -127,6 +130,9 @@ class Usage:
     in_flight_changed_ns: int
     """CLOCK_MONOTONIC of the last batch begin or end; 0: never."""
     batches_begun: int
+    degraded: dict[str, int] = field(default_factory=dict)
+    """Counters of the library's degraded paths by name
+    (:data:`arkgpu.limiter.layout.DEGRADED_COUNTERS`, docs/LIMITER.md, Bounds)."""
 
 
 @dataclass(frozen=True)
@@ -212,7 +218,7 @@ def write_limits(directory: Path, limits: Limits) -> None:
     """Change a running container's limits in place (seqlock: odd while writing)."""
     path = directory / LIMITS_FILE
     gen_off = layout.LimitsStruct.generation.offset
-    with _open_for_update(path) as f, mmap.mmap(f.fileno(), 0) as m:
+    with open_limits_for_update(path) as f, mmap.mmap(f.fileno(), 0) as m:
         _check(m, layout.LIMITS_MAGIC, path)
         (generation,) = struct.unpack_from("<Q", m, gen_off)
         struct.pack_into("<Q", m, gen_off, generation + 1)
@@ -221,7 +227,7 @@ def write_limits(directory: Path, limits: Limits) -> None:
         struct.pack_into("<Q", m, gen_off, generation + 2)
 
 
-def _open_for_update(path: Path) -> BinaryIO:
+def open_limits_for_update(path: Path) -> BinaryIO:
     """Open the limits file for writing; a read-only file we own is reopened
     through a momentary owner write bit (the non-root test setup)."""
     try:
@@ -238,17 +244,36 @@ def _open_for_update(path: Path) -> BinaryIO:
 def _check(buffer: bytes | mmap.mmap, magic: int, path: Path) -> None:
     found, version = struct.unpack_from("<QI", buffer, 0)
     if found != magic or version != layout.LAYOUT_VERSION:
-        raise ValueError(f"{path}: not an ArkGPU region file of layout {layout.LAYOUT_VERSION}")
+        raise RegionDataError(
+            f"{path}: not an ArkGPU region file of layout {layout.LAYOUT_VERSION}"
+            f" (magic {found:#x}, version {version})"
+        )
+
+
+def _limits_consistent(path: Path, tries: int = 10_000) -> layout.LimitsStruct:
+    """A copy of the limits record read through its seqlock: the generation is
+    even and the same before and after the copy."""
+    gen_off = layout.LimitsStruct.generation.offset
+    size = ctypes.sizeof(layout.LimitsStruct)
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+        _check(m, layout.LIMITS_MAGIC, path)
+        if len(m) < size:
+            raise RegionDataError(f"{path}: shorter than a limits record")
+        for _ in range(tries):
+            (before,) = struct.unpack_from("<Q", m, gen_off)
+            data = m[:size]
+            (after,) = struct.unpack_from("<Q", m, gen_off)
+            if before == after and not before & 1:
+                return layout.LimitsStruct.from_buffer_copy(data)
+    raise RegionDataError(f"{path}: a write of the limits never completed")
 
 
 def read_limits(directory: Path) -> Limits:
-    """The container's current limits."""
-    path = directory / LIMITS_FILE
-    data = path.read_bytes()
-    _check(data, layout.LIMITS_MAGIC, path)
-    s = layout.LimitsStruct.from_buffer_copy(data)
+    """The container's current limits (never a half-written update)."""
+    s = _limits_consistent(directory / LIMITS_FILE)
     caps = tuple(
-        None if c == layout.MEM_UNLIMITED else int(c) for c in s.mem_limit[: s.num_devices]
+        None if c == layout.MEM_UNLIMITED else int(c)
+        for c in s.mem_limit[: min(s.num_devices, layout.MAX_DEVICES)]
     )
     mode = Mode.ELASTIC if s.mode == layout.MODE_ELASTIC else Mode.HARD
     return Limits(
@@ -256,7 +281,7 @@ def read_limits(directory: Path) -> Limits:
         min(int(s.share_bp), SHARE_FULL_BP),
         mode,
         int(s.burst_us),
-        tuple(int(bp) for bp in s.lent_bp[: s.lend_count]),
+        tuple(int(bp) for bp in s.lent_bp[: min(s.lend_count, layout.MAX_LENDERS)]),
         int(s.lend_stale_ms) or layout.LEND_STALE_MS,
     )
 
@@ -266,23 +291,9 @@ def _read_usage_struct(directory: Path) -> layout.UsageStruct:
 
 
 def read_usage_file(path: Path) -> layout.UsageStruct:
-    """The raw usage structure in ``path``; ValueError when it is not one of this layout."""
-    data = path.read_bytes()
-    _check(data, layout.USAGE_MAGIC, path)
-    size = ctypes.sizeof(layout.UsageStruct)
-    if len(data) < size or struct.unpack_from("<I", data, 12)[0] != size:
-        raise ValueError(f"{path}: not the size of a layout {layout.LAYOUT_VERSION} usage file")
-    return layout.UsageStruct.from_buffer_copy(data)
-
-
-def _start_ticks(pid: int) -> int:
-    """Field 22 of /proc/<pid>/stat (start time), 0 for a gone or zombie process."""
-    try:
-        stat_line = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0
-    fields = stat_line[stat_line.rindex(")") + 2 :].split()
-    return 0 if fields[0] in ("Z", "X") else int(fields[19])
+    """The raw usage structure in ``path``, validated (the container wrote it):
+    :class:`RegionDataError` when it is not a sound one of this layout."""
+    return usage_struct(path)
 
 
 def _process(p: layout.ProcStruct) -> ProcessUsage:
@@ -297,12 +308,14 @@ def _process(p: layout.ProcStruct) -> ProcessUsage:
         int(p.launches),
         int(p.throttled_ns),
         int(p.oom_refusals),
-        alive=_start_ticks(int(p.pid)) == p.start_ticks,
+        alive=start_ticks(int(p.pid)) == p.start_ticks,
+        in_lock=bool(p.flags & layout.PROC_IN_LOCK),
     )
 
 
 def read_usage(directory: Path) -> Usage:
-    """A snapshot of the container's usage (no lock: counters may be mid-update)."""
+    """A snapshot of the container's usage (no lock: counters may be mid-update);
+    :class:`RegionDataError` when the file is not a sound usage record."""
     return usage_snapshot(_read_usage_struct(directory))
 
 
@@ -319,6 +332,7 @@ def usage_snapshot(u: layout.UsageStruct) -> Usage:
         in_flight_since_ns=int(u.inflight.since_ns),
         in_flight_changed_ns=int(u.inflight.changed_ns),
         batches_begun=int(u.inflight.begun),
+        degraded={name: int(getattr(u, name)) for name in layout.DEGRADED_COUNTERS},
     )
 
 

@@ -44,8 +44,25 @@ class Node:
 
 
 @dataclass(frozen=True, slots=True)
+class LcAttributes:
+    """What the predictor-driven check needs to know about a latency-critical service."""
+
+    model: str
+    """DNN model name, as the predictor's profiles spell it (``resnet50``)."""
+    target_ms: float
+    """p99 latency target in ms."""
+    peak_rps: float
+    """Expected peak request rate (requests/s): the rate its share is sized for."""
+    max_batch: int = 32
+    """Largest batch its dynamic batcher forms."""
+    max_queue_delay_ms: float = 2.0
+    """Batcher's queue delay in ms."""
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
-    """A pod's request; times are seconds from the trace's start, or -1 when unknown."""
+    """A pod's request (what the scheduler is asked to place); times are seconds from the
+    trace's start, or -1 when unknown."""
 
     name: str
     cpu_milli: int
@@ -58,6 +75,11 @@ class Pod:
     qos: str = ""
     creation_time: int = -1
     deletion_time: int = -1
+    gpu_memory_mib: int = 0
+    """GPU memory per requested GPU in MiB; 0 when the request gives none (the openb
+    traces express GPU demand as a milli-GPU share only)."""
+    lc: LcAttributes | None = None
+    """Set for a latency-critical service whose share the predictor sizes; None otherwise."""
 
     @property
     def total_gpu_milli(self) -> int:

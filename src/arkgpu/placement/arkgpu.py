@@ -64,11 +64,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from arkgpu.model.arrays import FloatArray, IntArray
-from arkgpu.model.cluster import Assignment, ClusterState
+from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import Pod
 from arkgpu.placement.arkgpu_learning import Learned, ShapeLearner, relearn_task
 from arkgpu.placement.arkgpu_values import ShareValues
-from arkgpu.placement.base import POLICIES, PolicyContext, best_fit_gpus, pick_best
+from arkgpu.placement.base import POLICIES, Ask, Policy, PolicyContext, best_fit_gpus
 from arkgpu.placement.fgd import distinct_share_options, frag_score
 from arkgpu.placement.fragmentation import (
     POPULARITY_THRESHOLD,
@@ -77,6 +77,7 @@ from arkgpu.placement.fragmentation import (
     FragTracker,
     TypicalPods,
 )
+from arkgpu.placement.ranking import Ranking
 from arkgpu.placement.relearning import LaggedSolver, Solver
 from arkgpu.placement.scarcity import Scarcity
 from arkgpu.placement.spec_demand import SpecDemand
@@ -156,7 +157,7 @@ class ArkgpuConfig:
     twice, so there a refusal stays a failure."""
 
 
-class ArkgpuPolicy:
+class ArkgpuPolicy(Policy):
     """Learned fragmentation gradient plus LP pattern loss; see the module docstring."""
 
     def __init__(
@@ -173,6 +174,7 @@ class ArkgpuPolicy:
         self.tracker = FragTracker(state, TypicalPods.from_counts({}))
         self.scarcity = Scarcity.none(len(state.nodes))
         self.spec_demand = SpecDemand.none()
+        self._layout = state.layout
 
     def prime(self, state: ClusterState, pods: Sequence[Pod]) -> None:
         """Learn from ``pods`` before any arrival (the offline packer knows them all)."""
@@ -238,31 +240,29 @@ class ArkgpuPolicy:
         lost = self.spec_demand.loss(pod, state.model_index[nodes], left)
         return lost / self.config.spec_milli_per_point
 
-    def choose(self, state: ClusterState, pod: Pod, rng: np.random.Generator) -> Assignment | None:
-        """Best score (module docstring); lowest index on ties. Counts ``pod`` as an arrival."""
-        self._observe(state, pod)
-        return self._decide(state, pod)
+    def observe(self, state: ClusterState, pod: Pod) -> None:
+        """Count ``pod`` as an arrival; re-learn shapes and prices when due.
 
-    def choose_again(
-        self, state: ClusterState, pod: Pod, rng: np.random.Generator, waited_s: float
-    ) -> Assignment | None:
-        """The same choice for a pod that waited and is offered again: not counted twice.
-
-        The shapes learned are those of the pods that *arrive*; a scheduler
-        retries pending pods, and counting every try would weigh the pods that
-        wait (the large and CPU-hungry ones) as often as they are retried.
-        A CPU-only pod that has waited :attr:`ArkgpuConfig.reserve_max_wait_s`
-        is no longer kept off the cores free GPUs need.
+        Called once per pod, not when a waiting pod is offered again: the
+        shapes learned are those of the pods that *arrive*, and counting every
+        try would weigh the pods that wait (the large and CPU-hungry ones) as
+        often as they are retried.
         """
-        return self._decide(state, pod, waited_s)
+        self._sync(state)
+        self._observe(state, pod)
 
-    def _decide(self, state: ClusterState, pod: Pod, waited_s: float = 0.0) -> Assignment | None:
+    def ranked(self, ask: Ask) -> Ranking:
+        """Best score first (module docstring); lowest index on ties. A CPU-only pod that has
+        waited :attr:`ArkgpuConfig.reserve_max_wait_s` is no longer kept off the cores free
+        GPUs need."""
+        state, pod = ask.state, ask.pod
+        self._sync(state)
         tracker = self.tracker
-        c = tracker.candidates(state, pod)
+        c = tracker.candidates(state, pod, ask.candidates)
         if c is None:
-            return None
+            return Ranking.empty(ask)
         if pod.is_gpu_share:
-            return self._choose_share(state, pod, c)
+            return self._rank_share(ask, c)
         nodes, base, before, cpu_after = c.nodes, c.base, c.before, c.cpu_after
         after = tracker.after_whole(base, pod)
         strand = self._strand(state, nodes, pod, base.total, after.total)
@@ -273,20 +273,29 @@ class ArkgpuPolicy:
             + self._scarce(nodes, base, state.cpu_left[nodes], after, cpu_after)
             + self._spec(state, nodes, pod)
         )
-        if self._reserves(pod, waited_s):
-            allowed = strand <= STRAND_TOLERANCE
-            if not allowed.any():
-                return None
-            cost = np.where(allowed, cost, np.inf)
-        node = int(nodes[pick_best(-cost)])
-        return Assignment(node, best_fit_gpus(state, node, pod))
+        ok = (
+            strand <= STRAND_TOLERANCE
+            if self._reserves(pod, ask.waited_s)
+            else np.ones(len(nodes), dtype=np.bool_)
+        )
+        kept = nodes[ok]
+        return Ranking(
+            ask,
+            kept,
+            -cost[ok],
+            lambda i: best_fit_gpus(state, int(kept[i]), pod),
+            nodes[~ok],
+            RESERVE_REASON,
+        )
 
     def _reserves(self, pod: Pod, waited_s: float) -> bool:
         """Whether ``pod`` is kept off the cores that free GPUs need."""
         config = self.config
         return pod.num_gpu == 0 and config.reserve_gpu_cpu and waited_s < config.reserve_max_wait_s
 
-    def _choose_share(self, state: ClusterState, pod: Pod, c: Candidates) -> Assignment:
+    def _rank_share(self, ask: Ask, c: Candidates) -> Ranking:
+        """Each node scores its best GPU's option; ties between GPUs go to the lowest slot."""
+        state, pod = ask.state, ask.pod
         nodes, base, before, cpu_after = c.nodes, c.base, c.before, c.cpu_after
         rows, slots = distinct_share_options(state, nodes, pod)
         left = state.gpu_left[nodes[rows], slots]
@@ -299,9 +308,30 @@ class ArkgpuPolicy:
             nodes[rows], _rows(base, rows), state.cpu_left[nodes[rows]], after, cpu_after[rows]
         )
         spec = self._spec(state, nodes[rows], pod, left)
-        total = cost + loss / self.config.pattern_milli_per_point + strand + scarce + spec
-        best = pick_best(-total)
-        return Assignment(int(nodes[rows[best]]), (int(slots[best]),))
+        option = -(cost + loss / self.config.pattern_milli_per_point + strand + scarce + spec)
+        best = np.full(len(nodes), -np.inf)
+        np.maximum.at(best, rows, option)
+
+        def gpu(i: int) -> tuple[int, ...]:
+            mine = np.flatnonzero((rows == i) & (option == best[i]))
+            return (int(slots[mine[0]]),)
+
+        return Ranking(ask, nodes, best, gpu)
+
+    def _sync(self, state: ClusterState) -> None:
+        """After nodes were added: rebuild the per-node tables and re-learn at the next arrival."""
+        if state.layout == self._layout:
+            return
+        self._layout = state.layout
+        self.values = ShareValues(state, self.config.price_resamples)
+        self.tracker.reset(state, self.tracker.typical)
+        self.scarcity = Scarcity.none(len(state.nodes))
+        self.spec_demand = SpecDemand.none()
+        self._next_learn = self.learner.gpu_pods
+
+
+RESERVE_REASON = "the node's CPU is kept for its free GPUs (arkgpu-reserve)"
+"""Why :attr:`ArkgpuConfig.reserve_gpu_cpu` turns a CPU-only pod away from a node with room."""
 
 
 def _rows(tables: FragTables, rows: IntArray) -> FragTables:

@@ -82,22 +82,12 @@ def best_fit(state: ClusterState, pod: Pod, exclude: int = -1) -> Assignment | N
 
 def fits(state: ClusterState, pod: Pod, where: Assignment) -> bool:
     """Whether :meth:`ClusterState.place` would accept ``pod`` on ``where``."""
-    n = where.node
-    if state.cpu_left[n] < pod.cpu_milli or state.memory_left[n] < pod.memory_mib:
-        return False
-    if len(set(where.gpus)) != pod.num_gpu or len(where.gpus) != pod.num_gpu:
-        return False
-    if pod.num_gpu and not state.allowed_nodes(pod)[n]:
-        return False
-    return all(state.gpu_exists[n, g] and state.gpu_left[n, g] >= pod.gpu_milli for g in where.gpus)
+    return not state.why_not(pod, where)
 
 
 def clone(state: ClusterState) -> ClusterState:
-    """A copy whose free-resource arrays are its own (node list and capacities shared)."""
-    twin = copy.copy(state)
-    for name in ("cpu_left", "memory_left", "gpu_left", "affinity"):
-        setattr(twin, name, getattr(state, name).copy())
-    return twin
+    """A copy whose free resources are its own (:meth:`ClusterState.copy`)."""
+    return state.copy()
 
 
 Resident = tuple[int, Pod, Assignment]

@@ -15,18 +15,19 @@ from __future__ import annotations
 import numpy as np
 
 from arkgpu.model.arrays import FloatArray, IntArray
-from arkgpu.model.cluster import Assignment, ClusterState
+from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import MILLI_PER_GPU, Pod
 from arkgpu.placement.base import (
     MAX_NODE_SCORE,
     MAX_SPEC_CPU,
     MAX_SPEC_GPU,
     POLICIES,
+    Ask,
+    Policy,
     PolicyContext,
-    feasible_nodes,
     free_gpu_count,
-    pick_best,
 )
+from arkgpu.placement.ranking import Ranking
 
 
 def option_scores(state: ClusterState, nodes: IntArray, pod: Pod) -> FloatArray:
@@ -54,24 +55,25 @@ def _free_gpus(state: ClusterState, node: int, count: int) -> tuple[int, ...]:
     return tuple(int(g) for g in free[:count])
 
 
-class DotProductPolicy:
+class DotProductPolicy(Policy):
     """Node with the least aligned leftover; GPU by the same score."""
 
-    def choose(self, state: ClusterState, pod: Pod, rng: np.random.Generator) -> Assignment | None:
-        """Pick the node, then its best option's GPUs."""
-        nodes = np.flatnonzero(feasible_nodes(state, pod))
-        if len(nodes) == 0:
-            return None
+    def ranked(self, ask: Ask) -> Ranking:
+        """Each feasible candidate scored by its best option; GPUs of that option."""
+        state, pod, nodes = ask.state, ask.pod, ask.fitting()
         options = option_scores(state, nodes, pod)
-        scores = (MAX_NODE_SCORE * options.max(axis=1)).astype(np.int64)
-        i = pick_best(scores)
-        node = int(nodes[i])
-        if pod.num_gpu == 0:
-            return Assignment(node)
-        best = int(np.argmax(options[i]))
-        if best < options.shape[1] - 1:
-            return Assignment(node, (best,))
-        return Assignment(node, _free_gpus(state, node, pod.num_gpu))
+        scores = (MAX_NODE_SCORE * options.max(axis=1, initial=-np.inf)).astype(np.int64)
+
+        def gpus(i: int) -> tuple[int, ...]:
+            node = int(nodes[i])
+            if pod.num_gpu == 0:
+                return ()
+            best = int(np.argmax(options[i]))
+            if best < options.shape[1] - 1:
+                return (best,)
+            return _free_gpus(state, node, pod.num_gpu)
+
+        return Ranking(ask, nodes, scores, gpus)
 
 
 @POLICIES.register("dotprod")

@@ -3,7 +3,7 @@
 Node score, as in the FGD simulator: ``int(100 * sigmoid((F_before - F_after) / 1000))``
 with ``F`` the node's fragmentation (:mod:`arkgpu.placement.fragmentation`)
 before and after the pod lands; ties between nodes go to the earliest in node
-order (:func:`~arkgpu.placement.base.pick_best`). A
+order (:meth:`~arkgpu.placement.ranking.Ranking.best`). A
 GPU-share pod tries every GPU with room and keeps the one of highest integer
 score (lowest index on ties); whole-GPU pods take the lowest-indexed free GPUs.
 
@@ -14,19 +14,25 @@ nodes whose state changed since its last call.
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
+
 import numpy as np
 
 from arkgpu.model.arrays import FloatArray, IntArray
-from arkgpu.model.cluster import Assignment, ClusterState
+from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import Pod
 from arkgpu.placement.base import (
     MAX_NODE_SCORE,
     POLICIES,
+    Ask,
+    Policy,
     PolicyContext,
     best_fit_gpus,
-    pick_best,
+    fits_gpu,
 )
-from arkgpu.placement.fragmentation import Candidates, FragTracker, TypicalPods
+from arkgpu.placement.fragmentation import Candidates, FragTracker, Shape, TypicalPods
+from arkgpu.placement.ranking import Ranking
 
 
 def frag_score(before: FloatArray, after: FloatArray) -> IntArray:
@@ -34,25 +40,64 @@ def frag_score(before: FloatArray, after: FloatArray) -> IntArray:
     return (MAX_NODE_SCORE / (1.0 + np.exp(-(before - after) / 1000.0))).astype(np.int64)
 
 
-class FgdPolicy:
-    """Fragmentation gradient descent over the workload's typical pods."""
+@dataclass(frozen=True, slots=True)
+class FgdLearning:
+    """How FGD learns its typical pods when no trace is given (a scheduler's case)."""
 
-    def __init__(self, state: ClusterState, typical: TypicalPods) -> None:
-        self.tracker = FragTracker(state, typical)
+    relearn_every: int = 256
+    """Arrivals between two re-tabulations of the typical pods, as
+    :attr:`arkgpu.placement.arkgpu.ArkgpuConfig.relearn_every` (same reasoning)."""
+    warmup: int = 32
+    """Arrivals before the fixed schedule: until then the typical pods are
+    re-tabulated at 1, 2, 4, ... arrivals, so the first shapes count at once."""
 
-    def choose(self, state: ClusterState, pod: Pod, rng: np.random.Generator) -> Assignment | None:
-        """Score every feasible node (and GPU for shares) by fragmentation change."""
-        tracker = self.tracker
-        c = tracker.candidates(state, pod)
+
+class FgdPolicy(Policy):
+    """Fragmentation gradient descent over the workload's typical pods.
+
+    Given ``typical`` (the FGD protocol: the whole trace's), it never learns;
+    given None (a scheduler, which knows no future), it counts the shapes of
+    the pods :meth:`observe` is told of and re-tabulates its typical pods on
+    the :class:`FgdLearning` schedule.
+    """
+
+    def __init__(
+        self,
+        state: ClusterState,
+        typical: TypicalPods | None,
+        learning: FgdLearning | None = None,
+    ) -> None:
+        self.tracker = FragTracker(state, typical or TypicalPods.from_counts({}))
+        self.learning = (learning or FgdLearning()) if typical is None else None
+        self.shapes: Counter[Shape] = Counter()
+        self._arrivals, self._next_learn = 0, 1
+
+    def observe(self, state: ClusterState, pod: Pod) -> None:
+        """Count ``pod``'s shape; re-tabulate the typical pods when due (learning only)."""
+        if self.learning is None:
+            return
+        self.shapes[pod.shape] += 1
+        self._arrivals += 1
+        if self._arrivals >= self._next_learn:
+            self.tracker.reset(state, TypicalPods.from_counts(self.shapes))
+            n, every = self._arrivals, self.learning.relearn_every
+            self._next_learn = n * 2 if n < self.learning.warmup else n + every
+
+    def ranked(self, ask: Ask) -> Ranking:
+        """Score every feasible candidate (and GPU for shares) by fragmentation change."""
+        tracker, state, pod = self.tracker, ask.state, ask.pod
+        c = tracker.candidates(state, pod, ask.candidates)
         if c is None:
-            return None
+            return Ranking.empty(ask)
         if pod.is_gpu_share:
-            return self._choose_share(state, pod, c)
+            return self._rank_share(ask, c)
         after = tracker.frag(c.nodes, tracker.after_whole(c.base, pod), c.cpu_after)
-        node = int(c.nodes[pick_best(frag_score(c.before, after))])
-        return Assignment(node, best_fit_gpus(state, node, pod))
+        nodes = c.nodes
+        scores = frag_score(c.before, after)
+        return Ranking(ask, nodes, scores, lambda i: best_fit_gpus(state, int(nodes[i]), pod))
 
-    def _choose_share(self, state: ClusterState, pod: Pod, c: Candidates) -> Assignment:
+    def _rank_share(self, ask: Ask, c: Candidates) -> Ranking:
+        state, pod = ask.state, ask.pod
         nodes, base, before, cpu_after = c.nodes, c.base, c.before, c.cpu_after
         rows, slots = distinct_share_options(state, nodes, pod)
         left = state.gpu_left[nodes[rows], slots]
@@ -60,9 +105,12 @@ class FgdPolicy:
         option = frag_score(before[rows], self.tracker.frag(nodes[rows], after, cpu_after[rows]))
         best = np.full(len(nodes), -1, dtype=np.int64)
         np.maximum.at(best, rows, option)
-        i = pick_best(best)
-        mine = np.flatnonzero((rows == i) & (option == best[i]))
-        return Assignment(int(nodes[i]), (int(slots[mine].min()),))
+
+        def gpu(i: int) -> tuple[int, ...]:
+            mine = np.flatnonzero((rows == i) & (option == best[i]))
+            return (int(slots[mine].min()),)
+
+        return Ranking(ask, nodes, best, gpu)
 
 
 def distinct_share_options(
@@ -73,7 +121,7 @@ def distinct_share_options(
     GPUs of a node with the same milli left give the same outcome; the lowest slot stands for them.
     """
     left = state.gpu_left[nodes]
-    fits = state.gpu_exists[nodes] & (left >= pod.gpu_milli)
+    fits = fits_gpu(state, pod, nodes)
     same_earlier = (left[:, :, None] == left[:, None, :]) & fits[:, None, :]
     earlier = np.tril(np.ones((left.shape[1], left.shape[1]), dtype=np.bool_), k=-1)
     duplicate = (same_earlier & earlier[None, :, :]).any(axis=2)
@@ -83,4 +131,6 @@ def distinct_share_options(
 
 @POLICIES.register("fgd")
 def _fgd(context: PolicyContext) -> FgdPolicy:
-    return FgdPolicy(context.state, TypicalPods.from_pods(context.workload))
+    """The whole trace's typical pods when the context has one (FGD protocol), else learned."""
+    typical = TypicalPods.from_pods(context.workload) if context.workload else None
+    return FgdPolicy(context.state, typical)

@@ -28,7 +28,7 @@ import numpy as np
 from arkgpu.model.arrays import BoolArray, FloatArray, IntArray
 from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import Pod
-from arkgpu.placement.base import feasible_nodes
+from arkgpu.placement.base import fitting_nodes
 
 #: Share of all pods that the typical shapes must cover (the FGD experiments' 95%).
 POPULARITY_THRESHOLD = 0.95
@@ -181,7 +181,11 @@ class FragTracker:
         self._seen_cpu, self._seen_gpu = seen_cpu, seen_gpu
 
     def refresh(self, state: ClusterState) -> None:
-        """Recompute the tables of the nodes that changed since the last call."""
+        """Recompute the tables of the nodes that changed since the last call (all of
+        them when nodes were added to the state)."""
+        if self._seen_gpu.shape != state.gpu_left.shape:
+            self.reset(state, self.typical)
+            return
         changed = np.flatnonzero(
             (state.cpu_left != self._seen_cpu) | (state.gpu_left != self._seen_gpu).any(axis=1)
         )
@@ -194,11 +198,13 @@ class FragTracker:
         self._seen_cpu[changed] = state.cpu_left[changed]
         self._seen_gpu[changed] = state.gpu_left[changed]
 
-    def candidates(self, state: ClusterState, pod: Pod) -> Candidates | None:
-        """Refresh, then the feasible nodes for ``pod`` with their fragmentation; None
-        when no node can take it."""
+    def candidates(
+        self, state: ClusterState, pod: Pod, among: IntArray | None = None
+    ) -> Candidates | None:
+        """Refresh, then the feasible nodes (of all, or ``among``) for ``pod`` with their
+        fragmentation; None when no node can take it."""
         self.refresh(state)
-        nodes = np.flatnonzero(feasible_nodes(state, pod))
+        nodes = fitting_nodes(state, pod, among)
         if len(nodes) == 0:
             return None
         base = self.of(nodes)

@@ -15,24 +15,30 @@ from __future__ import annotations
 import numpy as np
 
 from arkgpu.model.arrays import IntArray
-from arkgpu.model.cluster import Assignment, ClusterState
+from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import MILLI_PER_GPU, Pod
-from arkgpu.placement.base import POLICIES, PolicyContext, feasible_nodes, node_gpu_left, pick_best
+from arkgpu.placement.base import (
+    POLICIES,
+    Ask,
+    Policy,
+    PolicyContext,
+    fits_gpu,
+    node_gpu_left,
+)
+from arkgpu.placement.ranking import Ranking
 
 
-class HamiPolicy:
+class HamiPolicy(Policy):
     """HAMi node and GPU policy; ``binpack`` (True) or ``spread`` (False)."""
 
     def __init__(self, binpack: bool) -> None:
         self.sign = 1.0 if binpack else -1.0
 
-    def choose(self, state: ClusterState, pod: Pod, rng: np.random.Generator) -> Assignment | None:
-        """Node by GPU use after placement, then GPUs by their own use."""
-        nodes = np.flatnonzero(feasible_nodes(state, pod))
-        if len(nodes) == 0:
-            return None
-        node = int(nodes[pick_best(self._node_scores(state, nodes, pod))])
-        return Assignment(node, self._gpus(state, node, pod))
+    def ranked(self, ask: Ask) -> Ranking:
+        """Nodes by GPU use after placement, then GPUs by their own use."""
+        state, pod, nodes = ask.state, ask.pod, ask.fitting()
+        scores = self._node_scores(state, nodes, pod)
+        return Ranking(ask, nodes, scores, lambda i: self._gpus(state, int(nodes[i]), pod))
 
     def _node_scores(self, state: ClusterState, nodes: IntArray, pod: Pod) -> np.ndarray:
         if pod.num_gpu == 0:
@@ -44,7 +50,7 @@ class HamiPolicy:
     def _gpus(self, state: ClusterState, node: int, pod: Pod) -> tuple[int, ...]:
         if pod.num_gpu == 0:
             return ()
-        fits = np.flatnonzero(state.gpu_exists[node] & (state.gpu_left[node] >= pod.gpu_milli))
+        fits = np.flatnonzero(fits_gpu(state, pod, node))
         used = MILLI_PER_GPU - state.gpu_left[node, fits]
         order = np.argsort(-self.sign * used, kind="stable")
         return tuple(int(g) for g in fits[order[: pod.num_gpu]])

@@ -3,7 +3,7 @@
 Each follows the node score of the FGD authors' public simulator
 (hkust-adsl/kubernetes-scheduler-simulator), including its integer arithmetic,
 since truncation decides ties, and ties go to the earliest node in node order
-(:func:`~arkgpu.placement.base.pick_best`). Inside the chosen
+(:meth:`~arkgpu.placement.ranking.Ranking.best`). Inside the chosen
 node every one of them uses the simulator's default ``best`` GPU choice
 (:func:`~arkgpu.placement.base.best_fit_gpus`).
 """
@@ -13,56 +13,61 @@ from __future__ import annotations
 import numpy as np
 
 from arkgpu.model.arrays import IntArray
-from arkgpu.model.cluster import Assignment, ClusterState, affinity_column
+from arkgpu.model.cluster import ClusterState, affinity_column
 from arkgpu.model.resources import MILLI_PER_GPU, Pod
 from arkgpu.placement.base import (
     MAX_NODE_SCORE,
     MAX_SPEC_CPU,
     MAX_SPEC_GPU,
     POLICIES,
+    Ask,
+    Policy,
     PolicyContext,
     best_fit_gpus,
-    feasible_nodes,
     fits_gpu,
     free_gpu_count,
     node_gpu_left,
-    pick_best,
 )
+from arkgpu.placement.ranking import Ranking
 
 
-class ScoredPolicy:
-    """Filter, score every feasible node, take the best (random on ties), best-fit GPUs."""
+class ScoredPolicy(Policy):
+    """Filter, score every feasible node, best first (earliest on ties), best-fit GPUs."""
 
-    def choose(self, state: ClusterState, pod: Pod, rng: np.random.Generator) -> Assignment | None:
-        """Return the best-scoring feasible node and its best-fit GPUs, or None."""
-        candidates = np.flatnonzero(feasible_nodes(state, pod))
-        if len(candidates) == 0:
-            return None
-        node = int(candidates[pick_best(self.scores(state, candidates, pod))])
-        return Assignment(node, best_fit_gpus(state, node, pod))
+    def ranked(self, ask: Ask) -> Ranking:
+        """The feasible candidates, their :meth:`scores` and best-fit GPUs."""
+        state, pod, nodes = ask.state, ask.pod, ask.fitting()
+        scores = self.scores(state, nodes, pod) if len(nodes) else nodes
+        return Ranking(ask, nodes, scores, lambda i: best_fit_gpus(state, int(nodes[i]), pod))
 
     def scores(self, state: ClusterState, nodes: IntArray, pod: Pod) -> IntArray:
         """Integer score of each candidate node; higher is better."""
         raise NotImplementedError
 
 
-class RandomPolicy:
+class RandomPolicy(Policy):
     """Random: a uniformly drawn feasible node, and a uniformly drawn GPU with room for a share.
 
     The FGD simulator draws the node in its PreScore step and, with its ``random``
     GPU selection, the GPU for a share; whole GPUs are the lowest-indexed free ones.
+    The drawn node scores 1, every other feasible node 0.
     """
 
-    def choose(self, state: ClusterState, pod: Pod, rng: np.random.Generator) -> Assignment | None:
-        """A uniformly drawn feasible node and its best-fit GPUs."""
-        candidates = np.flatnonzero(feasible_nodes(state, pod))
-        if len(candidates) == 0:
-            return None
-        node = int(candidates[rng.integers(len(candidates))])
-        if not pod.is_gpu_share:
-            return Assignment(node, best_fit_gpus(state, node, pod))
-        fits = np.flatnonzero(state.gpu_exists[node] & (state.gpu_left[node] >= pod.gpu_milli))
-        return Assignment(node, (int(fits[rng.integers(len(fits))]),))
+    def ranked(self, ask: Ask) -> Ranking:
+        """A uniformly drawn feasible candidate first; GPUs drawn when asked for."""
+        state, pod, rng, nodes = ask.state, ask.pod, ask.rng, ask.fitting()
+        scores = np.zeros(len(nodes), dtype=np.int64)
+        if len(nodes):
+            scores[rng.integers(len(nodes))] = 1
+
+        def gpus(i: int) -> tuple[int, ...]:
+            node = int(nodes[i])
+            if not pod.is_gpu_share:
+                return best_fit_gpus(state, node, pod)
+            fits = np.flatnonzero(fits_gpu(state, pod, node))
+            return (int(fits[rng.integers(len(fits))]),)
+
+        return Ranking(ask, nodes, scores, gpus)
 
 
 def normalize_scores(scores: IntArray) -> IntArray:

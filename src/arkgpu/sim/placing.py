@@ -25,15 +25,15 @@ same seed.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from arkgpu.model.arrays import FloatArray, IntArray
-from arkgpu.model.cluster import ClusterState
+from arkgpu.model.cluster import Assignment, ClusterState
 from arkgpu.model.resources import Node, Pod
-from arkgpu.placement import POLICIES, PolicyContext
+from arkgpu.placement import POLICIES, Policy, PolicyContext
 from arkgpu.placement.fragmentation import TypicalPods, cluster_fragmentation
 
 
@@ -138,6 +138,25 @@ def nodes_for(nodes: Sequence[Node], config: ExperimentConfig) -> list[Node]:
     return [nodes[i] for i in seed_streams(config.seed)[2].permutation(len(nodes))]
 
 
+def decide(
+    policy: Policy,
+    state: ClusterState,
+    pod: Pod,
+    rng: np.random.Generator,
+    waited_s: float | None = None,
+) -> Assignment | None:
+    """One decision through the scheduler's interface; the caller applies it.
+
+    A first offer (``waited_s`` None) tells the policy of the arrival
+    (:meth:`~arkgpu.placement.base.Policy.observe`) before ranking; a pod that
+    waited is ranked only. Every node is a candidate; the best-ranked one wins.
+    """
+    if waited_s is None:
+        policy.observe(state, pod)
+        return policy.rank(state, pod, rng).best()
+    return policy.rank(state, pod, rng, waited_s=waited_s).best()
+
+
 @dataclass(frozen=True, slots=True)
 class RunSetup:
     """What one seeded run starts from."""
@@ -154,6 +173,32 @@ def set_up(nodes: Sequence[Node], pods: Sequence[Pod], config: ExperimentConfig)
     state = ClusterState.from_nodes(nodes_for(nodes, config))
     arrivals = arrivals_for(pods, state.total_gpu_milli, config)
     return RunSetup(state, arrivals, seed_streams(config.seed)[1])
+
+
+Offered = tuple[Pod, Assignment | None, float]
+"""One arrival of the FGD protocol: the pod, where it went (None: failed), decision seconds."""
+
+
+def offer_arrivals(
+    setup: RunSetup, policy: Policy, go_on: Callable[[int], bool]
+) -> Iterator[Offered]:
+    """The FGD protocol's arrival loop: each pod offered once, in order, placed if it fits.
+
+    Before each decision ``go_on(arrived)`` is called with the GPU milli
+    arrived so far, this pod included (the experiment measures its checkpoints
+    there); the loop stops when it returns False.
+    """
+    state, rng, arrived = setup.state, setup.policy_rng, 0
+    for pod in setup.arrivals:
+        arrived += pod.total_gpu_milli
+        if not go_on(arrived):
+            return
+        t0 = time.perf_counter()
+        where = decide(policy, state, pod, rng)
+        took = time.perf_counter() - t0
+        if where is not None:
+            state.place(pod, where)
+        yield pod, where, took
 
 
 @dataclass(slots=True)
@@ -198,25 +243,25 @@ def run_placement(
     """Run one policy and seed; ``progress(done, total)`` is called now and then."""
     started, started_cpu = time.perf_counter(), time.process_time()
     setup = set_up(nodes, pods, config)
-    state, arrivals, policy_rng = setup.state, setup.arrivals, setup.policy_rng
+    state, arrivals = setup.state, setup.arrivals
     chooser = POLICIES.create(policy, PolicyContext(state, pods))
     curves = _Curves(TypicalPods.from_pods(pods))
     checkpoints = np.arange(config.max_checkpoint_pct + 1) * state.total_gpu_milli / 100.0
     decisions = np.empty(len(arrivals))
-    arrived, failed, k = 0, 0, 0
-    for i, pod in enumerate(arrivals):
-        arrived += pod.total_gpu_milli
+    failed, k = 0, 0
+
+    def record_until(arrived: int) -> bool:
+        nonlocal k
         while k < len(checkpoints) and checkpoints[k] < arrived:
             curves.record(state)
             k += 1
-        t0 = time.perf_counter()
-        where = chooser.choose(state, pod, policy_rng)
-        decisions[i] = time.perf_counter() - t0
+        return True
+
+    for i, (pod, where, took) in enumerate(offer_arrivals(setup, chooser, record_until)):
+        decisions[i] = took
         if where is None:
             failed += 1
             curves.count_failure(pod)
-        else:
-            state.place(pod, where)
         if progress is not None and i % 500 == 0:
             progress(i, len(arrivals))
     for _ in range(k, len(checkpoints)):

@@ -38,9 +38,9 @@ from arkgpu.model.arrays import BoolArray, FloatArray
 from arkgpu.model.cluster import Assignment, ClusterState
 from arkgpu.model.resources import Node, Pod
 from arkgpu.placement import POLICIES, PolicyContext
-from arkgpu.placement.base import Policy, feasible_nodes, retry_chooser
+from arkgpu.placement.base import Policy, feasible_nodes
 from arkgpu.placement.defrag import DefragProblem
-from arkgpu.sim.placing import ExperimentConfig, set_up
+from arkgpu.sim.placing import ExperimentConfig, decide, offer_arrivals, set_up
 
 DEPART, ARRIVE, RETRY = 0, 1, 2
 
@@ -179,15 +179,6 @@ def stretch_durations(pods: Sequence[Pod], capacity_milli: int, load: float) -> 
     return out
 
 
-def _fits_on(state: ClusterState, pod: Pod, node: int) -> bool:
-    if state.cpu_left[node] < pod.cpu_milli or state.memory_left[node] < pod.memory_mib:
-        return False
-    if pod.num_gpu == 0:
-        return True
-    room = state.gpu_exists[node] & (state.gpu_left[node] >= pod.gpu_milli)
-    return bool(state.allowed_nodes(pod)[node]) and int(room.sum()) >= pod.num_gpu
-
-
 def replay(
     nodes: Sequence[Node], pods: Sequence[Pod], policy: str, config: ReplayConfig
 ) -> ReplayResult:
@@ -231,7 +222,6 @@ class _Replay:
         retry_after_s: int,
     ) -> None:
         self.state, self.pods, self.chooser, self.rng = state, pods, chooser, rng
-        self.again = retry_chooser(chooser)
         self.retry_after_s = retry_after_s
         self.retry_due: set[int] = set()
         """Refused pods with a timed retry in the event heap."""
@@ -275,10 +265,8 @@ class _Replay:
     def _admit(self, i: int, now: int, retry: bool = False) -> bool:
         self.decisions += 1
         pod = self.pods[i]
-        if retry:
-            choice = self.again(self.state, pod, self.rng, now - pod.creation_time)
-        else:
-            choice = self.chooser.choose(self.state, pod, self.rng)
+        waited = float(now - pod.creation_time) if retry else None
+        choice = decide(self.chooser, self.state, pod, self.rng, waited)
         if choice is None:
             if feasible_nodes(self.state, pod).any():
                 self._refused(i, now)
@@ -327,7 +315,7 @@ class _Replay:
             for j in self.queue
             if not (
                 (eligible is None or eligible(j))
-                and _fits_on(self.state, self.pods[j], node)
+                and feasible_nodes(self.state, self.pods[j], np.array([node]))[0]
                 and self._admit(j, now, True)
             )
         ]
@@ -338,19 +326,13 @@ def place_until(
 ) -> DefragProblem:
     """FGD protocol up to 100% of capacity arrived: running pods and places, failed pods waiting."""
     setup = set_up(nodes, pods, ExperimentConfig(inflate=inflate, seed=seed))
-    state, arrivals, policy_rng = setup.state, setup.arrivals, setup.policy_rng
-    chooser = POLICIES.create(policy, PolicyContext(state, pods))
+    capacity = setup.state.total_gpu_milli
+    chooser = POLICIES.create(policy, PolicyContext(setup.state, pods))
     running: list[tuple[Pod, Assignment]] = []
     waiting: list[Pod] = []
-    arrived = 0
-    for pod in arrivals:
-        arrived += pod.total_gpu_milli
-        if arrived > state.total_gpu_milli:
-            break
-        choice = chooser.choose(state, pod, policy_rng)
-        if choice is None:
+    for pod, where, _ in offer_arrivals(setup, chooser, lambda arrived: arrived <= capacity):
+        if where is None:
             waiting.append(pod)
         else:
-            state.place(pod, choice)
-            running.append((pod, choice))
-    return DefragProblem(state, tuple(running), tuple(waiting))
+            running.append((pod, where))
+    return DefragProblem(setup.state, tuple(running), tuple(waiting))

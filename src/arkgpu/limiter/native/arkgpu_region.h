@@ -1,5 +1,5 @@
 /*
- * ArkGPU control region, layout version 2: the one definition of the shared
+ * ArkGPU control region, layout version 3: the one definition of the shared
  * memory contract between the node side (Python, arkgpu.limiter.layout mirrors
  * this file and a test checks sizes and offsets) and the interception library.
  *
@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#define ARKGPU_LAYOUT_VERSION 2u
+#define ARKGPU_LAYOUT_VERSION 3u
 #define ARKGPU_LIMITS_MAGIC 0x53544d494c4b5241ull /* "ARKLIMTS" */
 #define ARKGPU_USAGE_MAGIC 0x45474153554b5241ull  /* "ARKUSAGE" */
 #define ARKGPU_MAX_DEVICES 8
@@ -41,7 +41,9 @@ enum arkgpu_kind {
     ARKGPU_KINDS = 6
 };
 
-/* Written by the node side under a seqlock: generation is odd while writing. */
+/* Written by the node side under a seqlock: generation is odd while writing.
+ * Every reader (the library, the node side) copies the record and keeps the
+ * copy only when it read the same even generation before and after it. */
 typedef struct arkgpu_limits {
     uint64_t magic;
     uint32_t version;
@@ -100,6 +102,14 @@ typedef struct arkgpu_usage {
     uint64_t busy_ns[ARKGPU_MAX_DEVICES];  /* container busy time per device */
     uint64_t reclaimed_bytes; /* bytes taken back from dead processes */
     uint64_t lock_recoveries; /* times the lock was found with a dead owner */
+    /* Degraded paths taken (layout 3), counted so that the node side sees them: */
+    uint64_t queue_waits;      /* launches that waited for the oldest of PENDING in-flight launches */
+    uint64_t unmeasured;       /* launches charged at the estimate, without events (no event, timeout) */
+    uint64_t events_dropped;   /* pacing events destroyed because the event pool was full */
+    uint64_t limits_waits;     /* limit reads that found a write in progress for over 100 ms */
+    uint64_t lock_errors;      /* region lock calls that failed (the operation was refused) */
+    uint64_t slot_refusals;    /* processes refused for want of a free process slot */
+    uint64_t degraded_pad[2];
     arkgpu_proc procs[ARKGPU_MAX_PROCS];
     arkgpu_inflight inflight;
     uint64_t lat_head; /* next latency ticket, fetch-and-add */

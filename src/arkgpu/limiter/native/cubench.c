@@ -7,10 +7,17 @@
  *                     PATH is kernel, ex, coop or graph, each also with _ptsz
  *                     (per-thread default stream); prints JSON with the
  *                     achieved busy share and a (time, busy) sample per launch
+ *   streams THREADS SECONDS US [WARMUP]  THREADS threads, each with its own
+ *                     context binding and stream, launch US-microsecond kernels
+ *                     for SECONDS; prints JSON: the busy share over the run and
+ *                     after WARMUP seconds, and how long after the end the last
+ *                     thread left its launch (a thread left blocked shows here)
  *   script            read commands from stdin (see usage in run_script)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -24,6 +31,9 @@
 #define FN(ret, name, args) static ret(*p_##name) args
 FN(CUresult, cuInit, (unsigned));
 FN(CUresult, cuCtxCreate_v2, (CUcontext *, unsigned, CUdevice));
+FN(CUresult, cuCtxSetCurrent, (CUcontext));
+FN(CUresult, cuStreamCreate, (CUstream *, unsigned));
+FN(CUresult, cuStreamDestroy_v2, (CUstream));
 FN(CUresult, cuModuleLoadData, (CUmodule *, const void *));
 FN(CUresult, cuModuleGetFunction, (CUfunction *, CUmodule, const char *));
 FN(CUresult, cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -86,6 +96,7 @@ static void *load(void *lib, const char *name) {
 #define LOAD(lib, name) *(void **)&p_##name = load(lib, #name)
 
 static CUfunction spin, spin0;
+static CUcontext ctx;
 
 static void setup(void) {
     void *cu = dlopen("libcuda.so.1", RTLD_NOW);
@@ -93,7 +104,7 @@ static void setup(void) {
         fprintf(stderr, "arkgpu-cubench: %s\n", dlerror());
         exit(3);
     }
-    LOAD(cu, cuInit); LOAD(cu, cuCtxCreate_v2); LOAD(cu, cuModuleLoadData); LOAD(cu, cuModuleGetFunction);
+    LOAD(cu, cuInit); LOAD(cu, cuCtxCreate_v2); LOAD(cu, cuCtxSetCurrent); LOAD(cu, cuStreamCreate); LOAD(cu, cuStreamDestroy_v2); LOAD(cu, cuModuleLoadData); LOAD(cu, cuModuleGetFunction);
     LOAD(cu, cuLaunchKernel); LOAD(cu, cuLaunchKernelEx); LOAD(cu, cuLaunchCooperativeKernel);
     LOAD(cu, cuGraphCreate); LOAD(cu, cuGraphAddKernelNode_v2); LOAD(cu, cuGraphInstantiateWithFlags);
     LOAD(cu, cuGraphLaunch); LOAD(cu, cuGraphExecDestroy); LOAD(cu, cuMemAlloc_v2); LOAD(cu, cuMemAllocPitch_v2);
@@ -111,7 +122,6 @@ static void setup(void) {
         LOAD(nv, nvmlInit_v2); LOAD(nv, nvmlDeviceGetHandleByIndex_v2); LOAD(nv, nvmlDeviceGetMemoryInfo);
         LOAD(nv, nvmlDeviceGetMemoryInfo_v2);
     }
-    CUcontext ctx;
     CUmodule mod;
     if (p_cuInit(0) || p_cuCtxCreate_v2(&ctx, 0, 0) || p_cuModuleLoadData(&mod, "") ||
         p_cuModuleGetFunction(&spin, mod, "spin") || p_cuModuleGetFunction(&spin0, mod, "spin_0us")) {
@@ -209,17 +219,75 @@ static void bench_load(double seconds, double us, const char *path) {
     printf("]}\n");
 }
 
+/* ---- many threads, one stream each ---- */
+typedef struct {
+    int64_t end_ns;
+    uint64_t kernel_ns;
+    _Atomic int64_t last_exit_ns;
+    _Atomic long launches, errors;
+} streams_run;
+
+static void *stream_worker(void *arg) {
+    streams_run *run = arg;
+    CUstream s = NULL;
+    if (p_cuCtxSetCurrent(ctx) || p_cuStreamCreate(&s, 0)) {
+        atomic_fetch_add(&run->errors, 1);
+        return NULL;
+    }
+    void *params[] = {&run->kernel_ns};
+    while (now_ns() < run->end_ns) {
+        if (p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, params, NULL) != CUDA_SUCCESS)
+            atomic_fetch_add(&run->errors, 1);
+        atomic_fetch_add(&run->launches, 1);
+    }
+    p_cuStreamDestroy_v2(s);
+    int64_t t = now_ns(), seen = atomic_load(&run->last_exit_ns);
+    while (t > seen && !atomic_compare_exchange_weak(&run->last_exit_ns, &seen, t)) {
+    }
+    return NULL;
+}
+
+static void sleep_until_ns(int64_t t) {
+    int64_t d = t - now_ns();
+    if (d <= 0) return;
+    struct timespec ts = {(time_t)(d / 1000000000), (long)(d % 1000000000)};
+    nanosleep(&ts, NULL);
+}
+
+static void bench_streams(int threads, double seconds, double us, double warmup) {
+    static pthread_t tid[1024];
+    threads = threads < 1 ? 1 : (threads > 1024 ? 1024 : threads);
+    streams_run run = {.kernel_ns = (uint64_t)(us * 1000)};
+    int64_t t0 = now_ns(), b0 = (int64_t)p_fakegpu_process_busy_ns();
+    run.end_ns = t0 + (int64_t)(seconds * 1e9);
+    int started = 0;
+    for (; started < threads; started++)
+        if (pthread_create(&tid[started], NULL, stream_worker, &run) != 0) break;
+    sleep_until_ns(t0 + (int64_t)(warmup * 1e9));
+    int64_t tw = now_ns(), bw = (int64_t)p_fakegpu_process_busy_ns();
+    sleep_until_ns(run.end_ns);
+    int64_t te = now_ns(), be = (int64_t)p_fakegpu_process_busy_ns();
+    for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
+    printf("{\"threads\": %d, \"share\": %.5f, \"share_after_warmup\": %.5f, \"launches\": %ld, "
+           "\"errors\": %ld, \"last_exit_after_end_ns\": %lld}\n",
+           started, (double)(be - b0) / (double)(te - t0), (double)(be - bw) / (double)(te - tw),
+           atomic_load(&run.launches), atomic_load(&run.errors),
+           (long long)(atomic_load(&run.last_exit_ns) - run.end_ns));
+}
+
 #include "cubench_script.h"
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: arkgpu-cubench launch N | mem N | load SECONDS US [PATH] | script\n");
+        fprintf(stderr, "usage: arkgpu-cubench launch N | mem N | load SECONDS US [PATH] | streams THREADS SECONDS US [WARMUP] | script\n");
         return 2;
     }
     setup();
     if (strcmp(argv[1], "launch") == 0 && argc > 2) bench_launch(atol(argv[2]));
     else if (strcmp(argv[1], "mem") == 0 && argc > 2) bench_mem(atol(argv[2]));
     else if (strcmp(argv[1], "load") == 0 && argc > 3) bench_load(atof(argv[2]), atof(argv[3]), argc > 4 ? argv[4] : "kernel");
+    else if (strcmp(argv[1], "streams") == 0 && argc > 4)
+        bench_streams(atoi(argv[2]), atof(argv[3]), atof(argv[4]), argc > 5 ? atof(argv[5]) : 0.0);
     else if (strcmp(argv[1], "script") == 0) return run_script();
     else return 2;
     return 0;

@@ -17,6 +17,10 @@
  *   hold MS           -> prints "holding", then holds the region lock for MS ms
  *   forkalloc BYTES MS -> a forked child allocates BYTES, prints "child ok|oom", lives MS ms;
  *                        the parent replies "forked PID"; the two lines come in either order
+ *   thread BYTES US   -> a new thread binds the context, creates its own stream, allocates
+ *                        BYTES (cuMemAlloc) and launches one US-microsecond kernel on the
+ *                        stream, then ends: "ok ID BYTES" | "oom" | "err CODE" as for alloc
+ *   limitscheck MS S1 B1 M1 S2 B2 M2 -> "mixed M of N generations G" (see limits_check)
  *   attack PATH       -> tries to write PATH three ways: "open-rw:R mprotect:R mmap-rw:R",
  *                        each R "allowed" or "denied"
  *   quit */
@@ -107,6 +111,38 @@ static void do_free(int id) {
         printf("err %d\n", r);
 }
 
+typedef struct {
+    uint64_t bytes, kernel_ns;
+    CUdeviceptr p;
+    CUresult alloc, launch;
+} thread_job;
+
+static void *thread_body(void *arg) {
+    thread_job *j = arg;
+    CUstream s = NULL;
+    j->alloc = j->launch = CUDA_ERROR_INVALID_CONTEXT;
+    if (p_cuCtxSetCurrent(ctx) || p_cuStreamCreate(&s, 0)) return NULL;
+    j->alloc = p_cuMemAlloc_v2(&j->p, j->bytes);
+    void *params[] = {&j->kernel_ns};
+    j->launch = p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, params, NULL);
+    p_cuStreamDestroy_v2(s);
+    return NULL;
+}
+
+static void thread_alloc_launch(uint64_t bytes, uint64_t us) {
+    thread_job j = {.bytes = bytes, .kernel_ns = us * 1000};
+    pthread_t t;
+    if (pthread_create(&t, NULL, thread_body, &j) != 0 || pthread_join(t, NULL) != 0) {
+        printf("err thread\n");
+        return;
+    }
+    if (j.launch != CUDA_SUCCESS && j.alloc == CUDA_SUCCESS) p_cuMemFree_v2(j.p);
+    if (j.launch != CUDA_SUCCESS)
+        printf("err %d\n", j.launch);
+    else
+        reply_alloc(j.alloc, 1, j.p, bytes);
+}
+
 static void attack(const char *path) {
     int fd = open(path, O_RDWR);
     printf("open-rw:%s ", fd >= 0 ? "allowed" : "denied");
@@ -117,6 +153,38 @@ static void attack(const char *path) {
     void *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     printf("mmap-rw:%s\n", w != MAP_FAILED ? "allowed" : "denied");
     close(fd);
+}
+
+/* limitscheck MS S1 B1 M1 S2 B2 M2: read the limits the library acts on for
+ * MS milliseconds; count reads that are neither record 1 nor record 2
+ * (share, burst, mode) and the changes of generation seen. */
+static void limits_check(const char *args) {
+    unsigned long long n, want[6];
+    if (sscanf(args, "%llu %llu %llu %llu %llu %llu %llu", &n, &want[0], &want[1], &want[2], &want[3], &want[4],
+               &want[5]) != 7) {
+        printf("err args\n");
+        return;
+    }
+    int (*get)(uint64_t *) = (int (*)(uint64_t *))dlsym(RTLD_DEFAULT, "arkgpu_limiter_debug_limits");
+    if (!get) {
+        printf("err nohook\n");
+        return;
+    }
+    unsigned long long mixed = 0, gens = 0, last_gen = ~0ull, reads = 0;
+    int64_t end = now_ns() + (int64_t)n * 1000000;
+    for (unsigned long long i = 0; (i & 1023) || now_ns() < end; i++, reads++) {
+        uint64_t v[4];
+        if (get(v) != 0) {
+            printf("err denied\n");
+            return;
+        }
+        int one = v[0] == want[0] && v[1] == want[1] && v[2] == want[2];
+        int two = v[0] == want[3] && v[1] == want[4] && v[2] == want[5];
+        mixed += !one && !two;
+        gens += v[3] != last_gen;
+        last_gen = v[3];
+    }
+    printf("mixed %llu of %llu generations %llu\n", mixed, reads, gens);
 }
 
 static int run_script(void) {
@@ -209,6 +277,10 @@ static int run_script(void) {
                 _exit(0);
             }
             printf("forked %d\n", (int)pid);
+        } else if (sscanf(line, "thread %llu %127s", &n, a) == 2) {
+            thread_alloc_launch(n, strtoull(a, NULL, 10));
+        } else if (strncmp(line, "limitscheck ", 12) == 0) {
+            limits_check(line + 12);
         } else if (sscanf(line, "attack %127s", a) == 1) {
             attack(a);
         } else if (strncmp(line, "quit", 4) == 0) {

@@ -23,7 +23,10 @@ int main(void) {
     F(arkgpu_inflight, begun); F(arkgpu_inflight, pad);
     F(arkgpu_usage, magic); F(arkgpu_usage, version); F(arkgpu_usage, size); F(arkgpu_usage, lock);
     F(arkgpu_usage, used); F(arkgpu_usage, credit_ns); F(arkgpu_usage, refill_ns); F(arkgpu_usage, busy_ns);
-    F(arkgpu_usage, reclaimed_bytes); F(arkgpu_usage, lock_recoveries); F(arkgpu_usage, procs);
+    F(arkgpu_usage, reclaimed_bytes); F(arkgpu_usage, lock_recoveries);
+    F(arkgpu_usage, queue_waits); F(arkgpu_usage, unmeasured); F(arkgpu_usage, events_dropped);
+    F(arkgpu_usage, limits_waits); F(arkgpu_usage, lock_errors); F(arkgpu_usage, slot_refusals);
+    F(arkgpu_usage, degraded_pad); F(arkgpu_usage, procs);
     F(arkgpu_usage, inflight);
     F(arkgpu_usage, lat_head); F(arkgpu_usage, lat_pad); F(arkgpu_usage, lat);
     printf("  \"sizeof.arkgpu_limits\": %zu,\n", sizeof(arkgpu_limits));

@@ -47,12 +47,26 @@ typedef struct {
     CUresult (*cuEventRecord)(CUevent, CUstream);
     CUresult (*cuEventQuery)(CUevent);
     CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
+    CUresult (*cuEventDestroy_v2)(CUevent);
     CUresult (*cuStreamIsCapturing)(CUstream, int *);
     nvmlReturn_t (*nvmlInit_v2)(void);
     nvmlReturn_t (*nvmlDeviceGetIndex)(nvmlDevice_t, unsigned *);
     nvmlReturn_t (*nvmlDeviceGetHandleByIndex_v2)(unsigned, nvmlDevice_t *);
     nvmlReturn_t (*nvmlDeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t *);
 } real_calls;
+
+/* A consistent copy of the limits record (read through its seqlock). */
+typedef struct {
+    uint64_t generation;
+    uint32_t mode, share_bp, num_devices, burst_us;
+    uint64_t mem_limit[ARKGPU_MAX_DEVICES];
+    uint32_t lend_count, lend_stale_ms;
+    uint32_t lent_bp[ARKGPU_MAX_LENDERS];
+} limits_view;
+
+/* Places inside the region lock where ARKGPU_DEBUG_HOLD=<site>:<ms> makes the
+ * process sleep mid-update (the tests SIGKILL it there). */
+enum hold_site { HOLD_NONE, HOLD_CLAIM, HOLD_ALLOC, HOLD_FREE, HOLD_REFILL, HOLD_CHARGE, HOLD_RECLAIM };
 
 typedef struct {
     _Atomic int inited;
@@ -67,6 +81,9 @@ typedef struct {
     ptrmap handles;     /* cuMemCreate handle -> bytes, device << 8 | kind */
     real_calls real;
     hook_entry hooks[H_COUNT];
+    int hold_site;         /* enum hold_site, from ARKGPU_DEBUG_HOLD */
+    unsigned hold_ms;
+    _Atomic int lock_broken; /* the region lock failed: said once on stderr */
 } limiter_state;
 
 extern limiter_state arkgpu_st;
@@ -78,17 +95,50 @@ static inline int arkgpu_ready(void) {
 }
 #define REAL(name) ((__typeof__(&name))arkgpu_st.hooks[H_##name].real)
 
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
 void arkgpu_launch_after_fork(void);
 void arkgpu_lend_after_fork(void);
-uint32_t arkgpu_lent_bp(int64_t now);
-void arkgpu_usage_lock(void);
+uint32_t arkgpu_lent_bp(const limits_view *l, int64_t now);
+const limits_view *arkgpu_limits_now(void);
+/* The region lock: 0 when held; -1 when it cannot be taken (the caller refuses
+ * its operation: the lock is broken, see lock_errors). */
+int arkgpu_usage_lock(void);
 void arkgpu_usage_unlock(void);
-void arkgpu_reclaim_dead_locked(void);
+/* Process-private mutexes: a failure means corrupted memory; the process
+ * stops with a message rather than run a critical section unlocked. */
+void arkgpu_mutex_lock(pthread_mutex_t *m);
+void arkgpu_mutex_unlock(pthread_mutex_t *m);
+void arkgpu_hold_point(int site);
+static inline void arkgpu_debug_hold(int site) {
+    if (UNLIKELY(arkgpu_st.hold_site == site)) arkgpu_hold_point(site);
+}
+/* Fields also read without the lock (used, pid, start_ticks, busy_ns) are
+ * written with relaxed atomic stores, under the lock. */
+#define ST(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define LD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+/* Saturating arithmetic on figures read from the usage region, which the
+ * container's processes can write: no signed overflow on any bytes there. */
+static inline int64_t sat_add(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+static inline int64_t sat_sub(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_sub_overflow(a, b, &r) ? (b < 0 ? INT64_MAX : INT64_MIN) : r;
+}
+#define ARKGPU_COUNT(field) __atomic_fetch_add(&arkgpu_st.usage->field, 1, __ATOMIC_RELAXED)
+/* Reclaims the slots of dead processes: /proc is read first, without the lock. */
+void arkgpu_reclaim_dead(void);
+const char *arkgpu_claim_slot(void);
+void arkgpu_start_reaper(void);
+void *arkgpu_real_dlsym(void *handle, const char *name);
 int64_t arkgpu_now_ns(void);
+uint64_t arkgpu_start_ticks(pid_t pid);
 int arkgpu_current_device(void);
 uint64_t arkgpu_mem_limit(int dev);
 void *arkgpu_hook_for_real(void *real);
 void *arkgpu_hook_by_name(const char *name);
+void arkgpu_parse_debug_hold(void);
 
 /* Hooks: declared with the driver's prototypes. */
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);

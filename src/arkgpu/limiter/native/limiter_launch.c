@@ -13,13 +13,33 @@
  * full GPU; the depth follows the fill rate, so credit gathered from a lender
  * is clipped back to the container's own depth at the first refill after the
  * lender starts a batch.
+ *
+ * Bounds (a program may have any number of threads and streams):
+ *  - at most PENDING launches are measured in flight; a launch that finds the
+ *    queue full waits for the oldest to complete (one waiter polls, the queue
+ *    lock released, the others sleep on a condition variable until room is
+ *    made), counted in queue_waits; after QUEUE_WAIT_NS of that it is
+ *    charged at the running estimate, unmeasured (counted in unmeasured), so a
+ *    stream that never completes cannot hang the others;
+ *  - the free-event pool holds EVENT_POOL events per device; an event given
+ *    back to a full pool is destroyed (counted in events_dropped);
+ *  - a launch for which no event can be had is charged at the estimate.
+ * Every charge is recorded with its own end event otherwise, so a launch's
+ * measured time never includes the queueing of an unmeasured predecessor.
  */
 #include "limiter.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define PENDING 64
+#define EVENT_POOL 256
+#define QUEUE_WAIT_NS 1000000000ll
+#define POLL_NS 100000
+#define MAX_DEBT_NS 60000000000ll /* a bucket never owes more than 60 s of GPU time */
 #define ELASTIC_SAMPLE_NS 20000000ll
 #define ELASTIC_MARGIN_BP 500
 #define ELASTIC_STEP_BP 500
@@ -32,24 +52,24 @@ typedef struct {
 
 static struct {
     pthread_mutex_t mu;
+    pthread_cond_t room; /* broadcast when harvesting makes room in q */
+    int polling;         /* a waiter for room polls the oldest launch */
     pending_launch q[PENDING];
-    unsigned head, tail; /* q[head..tail) are in flight */
-    /* free events per device (an event belongs to its device's context);
-     * every event ever created for a device fits */
-    CUevent pool[ARKGPU_MAX_DEVICES][2 * PENDING + 4];
+    unsigned head, tail; /* q[head..tail) are in flight, tail - head <= PENDING */
+    CUevent pool[ARKGPU_MAX_DEVICES][EVENT_POOL]; /* free events per device (an event belongs to its context) */
     int npool[ARKGPU_MAX_DEVICES];
     int64_t est_ns; /* moving average of measured launch busy time */
     /* elastic mode: the last utilisation sample */
     int64_t sample_t[ARKGPU_MAX_DEVICES];
     uint64_t sample_busy[ARKGPU_MAX_DEVICES];
     int64_t rate_bp[ARKGPU_MAX_DEVICES]; /* elastic fill rate */
-} pc = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} pc = {.mu = PTHREAD_MUTEX_INITIALIZER, .room = PTHREAD_COND_INITIALIZER};
 
 /* A forked child starts with no launches in flight and no events (they
  * belong to the parent's contexts), and an unlocked mutex. */
 void arkgpu_launch_after_fork(void) {
     memset(&pc, 0, sizeof pc);
-    pthread_mutex_init(&pc.mu, NULL);
+    if (pthread_mutex_init(&pc.mu, NULL) != 0 || pthread_cond_init(&pc.room, NULL) != 0) abort();
 }
 
 static void sleep_ns(int64_t ns) {
@@ -61,13 +81,15 @@ static void sleep_ns(int64_t ns) {
 static int64_t refill_locked(int dev, int64_t now, uint32_t share_bp, uint32_t burst_us) {
     arkgpu_usage *u = arkgpu_st.usage;
     int64_t depth = (int64_t)burst_us * 1000 * share_bp / ARKGPU_SHARE_FULL;
-    int64_t dt = now - u->refill_ns[dev];
+    int64_t dt = sat_sub(now, u->refill_ns[dev]);
+    if (u->credit_ns[dev] < -MAX_DEBT_NS) u->credit_ns[dev] = -MAX_DEBT_NS; /* garbage written in the region */
     if (u->refill_ns[dev] == 0) { /* a new bucket starts empty: no burst above the share */
         u->refill_ns[dev] = now;
         return u->credit_ns[dev];
     }
     if (dt > 0) {
-        int64_t c = u->credit_ns[dev] + (dt > 10000000000ll ? depth : dt * share_bp / ARKGPU_SHARE_FULL);
+        int64_t c = sat_add(u->credit_ns[dev], dt > 10000000000ll ? depth : dt * share_bp / ARKGPU_SHARE_FULL);
+        arkgpu_debug_hold(HOLD_REFILL);
         u->credit_ns[dev] = c > depth ? depth : c;
         u->refill_ns[dev] = now;
     }
@@ -82,7 +104,7 @@ static int64_t refill_locked(int dev, int64_t now, uint32_t share_bp, uint32_t b
 static uint32_t elastic_rate(int dev, uint32_t share_bp, int64_t now) {
     real_calls *r = &arkgpu_st.real;
     if (!r->nvmlDeviceGetUtilizationRates || !r->nvmlDeviceGetHandleByIndex_v2) return share_bp;
-    pthread_mutex_lock(&pc.mu);
+    arkgpu_mutex_lock(&pc.mu);
     if (now - pc.sample_t[dev] >= ELASTIC_SAMPLE_NS) {
         nvmlDevice_t h;
         nvmlUtilization_t util = {0, 0};
@@ -91,8 +113,9 @@ static uint32_t elastic_rate(int dev, uint32_t share_bp, int64_t now) {
                  r->nvmlDeviceGetUtilizationRates(h, &util) == NVML_SUCCESS;
         uint64_t busy = __atomic_load_n(&arkgpu_st.usage->busy_ns[dev], __ATOMIC_RELAXED);
         int64_t rate = pc.rate_bp[dev] < (int64_t)share_bp ? share_bp : pc.rate_bp[dev];
-        if (ok && pc.sample_t[dev]) {
-            int64_t own_bp = (int64_t)(busy - pc.sample_busy[dev]) * ARKGPU_SHARE_FULL / (now - pc.sample_t[dev]);
+        if (ok && pc.sample_t[dev] && now > pc.sample_t[dev]) {
+            uint64_t dt = (uint64_t)(now - pc.sample_t[dev]), own = busy - pc.sample_busy[dev];
+            int64_t own_bp = (int64_t)((own < dt ? own : dt) * ARKGPU_SHARE_FULL / dt);
             int64_t util_bp = (int64_t)util.gpu * 100, others_bp = util_bp - own_bp;
             if (util_bp < ARKGPU_SHARE_FULL - ELASTIC_MARGIN_BP)
                 rate += ELASTIC_STEP_BP;
@@ -105,49 +128,71 @@ static uint32_t elastic_rate(int dev, uint32_t share_bp, int64_t now) {
         pc.sample_busy[dev] = busy;
     }
     uint32_t rate = (uint32_t)(pc.rate_bp[dev] < (int64_t)share_bp ? share_bp : pc.rate_bp[dev]);
-    pthread_mutex_unlock(&pc.mu);
+    arkgpu_mutex_unlock(&pc.mu);
     return rate;
 }
 
-/* Wait until the container may launch on dev. */
-static void wait_for_share(int dev) {
-    const arkgpu_limits *l = arkgpu_st.limits;
+/* Wait until the container may launch on dev; -1 when the region lock failed. */
+static int wait_for_share(int dev) {
     int64_t waited = 0;
     for (;;) {
-        uint32_t share = __atomic_load_n(&l->share_bp, __ATOMIC_RELAXED);
-        uint32_t burst = __atomic_load_n(&l->burst_us, __ATOMIC_RELAXED);
+        const limits_view *l = arkgpu_limits_now();
+        uint32_t share = l->share_bp, burst = l->burst_us;
         if (share >= ARKGPU_SHARE_FULL) break;
         int64_t now = arkgpu_now_ns();
-        if (__atomic_load_n(&l->mode, __ATOMIC_RELAXED) == ARKGPU_MODE_ELASTIC) share = elastic_rate(dev, share, now);
-        uint32_t rate = share + arkgpu_lent_bp(now);
+        if (l->mode == ARKGPU_MODE_ELASTIC) share = elastic_rate(dev, share, now);
+        uint32_t rate = share + arkgpu_lent_bp(l, now);
         rate = rate > ARKGPU_SHARE_FULL ? ARKGPU_SHARE_FULL : rate;
-        arkgpu_usage_lock();
+        if (arkgpu_usage_lock() != 0) return -1;
         int64_t credit = refill_locked(dev, now, rate, burst ? burst : 20000);
         arkgpu_usage_unlock();
         if (credit > 0) break;
-        int64_t need = rate ? (-credit + 1) * ARKGPU_SHARE_FULL / rate : 5000000;
+        int64_t debt = credit < -5000000000ll ? 5000000000ll : -credit; /* at most 5 s: the wait is capped below */
+        int64_t need = rate ? (debt + 1) * ARKGPU_SHARE_FULL / rate : 5000000;
         need = need < 20000 ? 20000 : (need > 5000000 ? 5000000 : need);
         sleep_ns(need);
         waited += arkgpu_now_ns() - now;
     }
     if (waited) __atomic_fetch_add(&arkgpu_st.me->throttled_ns, (uint64_t)waited, __ATOMIC_RELAXED);
+    return 0;
 }
 
+/* Back to the device's pool; a full pool destroys the event (counted). */
 static void give_event(int dev, CUevent e) {
-    if (e) pc.pool[dev][pc.npool[dev]++] = e;
+    if (!e) return;
+    if (pc.npool[dev] < EVENT_POOL) {
+        pc.pool[dev][pc.npool[dev]++] = e;
+        return;
+    }
+    if (arkgpu_st.real.cuEventDestroy_v2) arkgpu_st.real.cuEventDestroy_v2(e);
+    ARKGPU_COUNT(events_dropped);
 }
 
 static CUevent take_event(int dev) {
-    if (pc.npool[dev]) return pc.pool[dev][--pc.npool[dev]];
+    if (pc.npool[dev] > 0) return pc.pool[dev][--pc.npool[dev]];
     CUevent e = NULL;
-    if (arkgpu_st.real.cuEventCreate) arkgpu_st.real.cuEventCreate(&e, 0);
+    if (arkgpu_st.real.cuEventCreate && arkgpu_st.real.cuEventCreate(&e, 0) != CUDA_SUCCESS) e = NULL;
     return e;
+}
+
+/* Take ns off (or, negative, give back to) the bucket; the elastic floor. */
+static void charge(int dev, int64_t ns, uint64_t busy) {
+    const limits_view *l = arkgpu_limits_now();
+    int64_t floor = -(int64_t)l->burst_us * 1000;
+    arkgpu_usage *u = arkgpu_st.usage;
+    if (arkgpu_usage_lock() != 0) return;
+    u->credit_ns[dev] = sat_sub(u->credit_ns[dev], ns);
+    arkgpu_debug_hold(HOLD_CHARGE);
+    if (l->mode == ARKGPU_MODE_ELASTIC && u->credit_ns[dev] < floor) u->credit_ns[dev] = floor;
+    ST(u->busy_ns[dev], LD(u->busy_ns[dev]) + busy); /* unsigned: wraps, never UB */
+    arkgpu_usage_unlock();
 }
 
 /* Charge measured busy time for launches whose end event has completed. */
 static void harvest_locked(void) {
     real_calls *r = &arkgpu_st.real;
-    while (pc.head != pc.tail) {
+    unsigned head0 = pc.head;
+    for (; pc.head != pc.tail; pc.head++) {
         pending_launch *p = &pc.q[pc.head % PENDING];
         CUresult q = r->cuEventQuery(p->end);
         if (q == CUDA_ERROR_NOT_READY) break; /* other errors: charge the estimate below */
@@ -156,20 +201,50 @@ static void harvest_locked(void) {
                            ? (int64_t)(ms * 1e6)
                            : p->est_ns;
         busy = busy < 0 ? 0 : busy;
-        arkgpu_usage *u = arkgpu_st.usage;
-        int elastic = __atomic_load_n(&arkgpu_st.limits->mode, __ATOMIC_RELAXED) == ARKGPU_MODE_ELASTIC;
-        int64_t floor = -(int64_t)__atomic_load_n(&arkgpu_st.limits->burst_us, __ATOMIC_RELAXED) * 1000;
-        arkgpu_usage_lock();
-        u->credit_ns[p->dev] += p->est_ns - busy;
-        if (elastic && u->credit_ns[p->dev] < floor) u->credit_ns[p->dev] = floor;
-        u->busy_ns[p->dev] += (uint64_t)busy;
-        arkgpu_usage_unlock();
+        charge(p->dev, busy - p->est_ns, (uint64_t)busy);
         __atomic_fetch_add(&arkgpu_st.me->busy_ns, (uint64_t)busy, __ATOMIC_RELAXED);
         pc.est_ns = (pc.est_ns * 7 + busy) / 8;
         give_event(p->dev, p->start);
         give_event(p->dev, p->end);
-        pc.head++;
     }
+    if (pc.head != head0 && pthread_cond_broadcast(&pc.room) != 0) abort();
+}
+
+/* Sleep on the room condition for at most POLL_NS (CLOCK_REALTIME deadline). */
+static void wait_room_signal(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += POLL_NS * 10;
+    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    int e = pthread_cond_timedwait(&pc.room, &pc.mu, &ts);
+    if (e != 0 && e != ETIMEDOUT) {
+        fprintf(stderr, "arkgpu-limiter: pthread_cond_timedwait failed (%s); stopping\n", strerror(e));
+        abort();
+    }
+}
+
+/* The queue is full: wait for the oldest launch to complete. One waiter polls
+ * it (the lock released while it sleeps; no event is touched unlocked), the
+ * others sleep until harvesting makes room. 0 when there is room, -1 after
+ * QUEUE_WAIT_NS; the caller locks. */
+static int wait_for_room_locked(void) {
+    if (pc.tail - pc.head < PENDING) return 0;
+    ARKGPU_COUNT(queue_waits);
+    int64_t t0 = arkgpu_now_ns();
+    while (pc.tail - pc.head >= PENDING) {
+        if (arkgpu_now_ns() - t0 > QUEUE_WAIT_NS) return -1;
+        if (pc.polling) {
+            wait_room_signal();
+            continue;
+        }
+        pc.polling = 1;
+        arkgpu_mutex_unlock(&pc.mu);
+        sleep_ns(POLL_NS);
+        arkgpu_mutex_lock(&pc.mu);
+        pc.polling = 0;
+        harvest_locked();
+    }
+    return 0;
 }
 
 typedef struct {
@@ -178,13 +253,12 @@ typedef struct {
     CUevent start;
 } gate;
 
-/* 0: launch; CUDA_ERROR_NOT_PERMITTED: refused (no trusted region). */
+/* 0: launch; CUDA_ERROR_NOT_PERMITTED: refused (no trusted region, broken lock). */
 static CUresult gate_enter(gate *g, CUstream s) {
     g->paced = 0;
     if (!arkgpu_ready()) return CUDA_ERROR_NOT_PERMITTED;
     __atomic_fetch_add(&arkgpu_st.me->launches, 1, __ATOMIC_RELAXED);
-    if (LIKELY(__atomic_load_n(&arkgpu_st.limits->share_bp, __ATOMIC_RELAXED) >= ARKGPU_SHARE_FULL))
-        return CUDA_SUCCESS;
+    if (LIKELY(arkgpu_limits_now()->share_bp >= ARKGPU_SHARE_FULL)) return CUDA_SUCCESS;
     real_calls *r = &arkgpu_st.real;
     if (!r->cuEventRecord || !r->cuEventQuery || !r->cuEventElapsedTime) return CUDA_SUCCESS;
     int capturing = 0; /* a launch into a graph being captured runs later, with cuGraphLaunch */
@@ -192,12 +266,16 @@ static CUresult gate_enter(gate *g, CUstream s) {
         return CUDA_SUCCESS;
     g->dev = arkgpu_current_device();
     if (g->dev < 0 || g->dev >= ARKGPU_MAX_DEVICES) return CUDA_SUCCESS;
-    wait_for_share(g->dev);
-    pthread_mutex_lock(&pc.mu);
+    if (wait_for_share(g->dev) != 0) return CUDA_ERROR_NOT_PERMITTED;
+    arkgpu_mutex_lock(&pc.mu);
     g->start = take_event(g->dev);
-    pthread_mutex_unlock(&pc.mu);
-    if (!g->start) return CUDA_SUCCESS;
-    r->cuEventRecord(g->start, s);
+    arkgpu_mutex_unlock(&pc.mu);
+    if (g->start && r->cuEventRecord(g->start, s) != CUDA_SUCCESS) {
+        arkgpu_mutex_lock(&pc.mu);
+        give_event(g->dev, g->start);
+        arkgpu_mutex_unlock(&pc.mu);
+        g->start = NULL;
+    }
     g->paced = 1;
     return CUDA_SUCCESS;
 }
@@ -205,27 +283,30 @@ static CUresult gate_enter(gate *g, CUstream s) {
 static CUresult gate_leave(gate *g, CUstream s, CUresult launched) {
     if (!g->paced) return launched;
     real_calls *r = &arkgpu_st.real;
-    pthread_mutex_lock(&pc.mu);
-    CUevent end = take_event(g->dev);
-    if (launched != CUDA_SUCCESS || !end || pc.tail - pc.head >= PENDING) {
-        give_event(g->dev, g->start);
+    arkgpu_mutex_lock(&pc.mu);
+    int room = launched == CUDA_SUCCESS && g->start && wait_for_room_locked() == 0;
+    CUevent end = launched == CUDA_SUCCESS && g->start ? take_event(g->dev) : NULL;
+    if (end && r->cuEventRecord(end, s) != CUDA_SUCCESS) {
         give_event(g->dev, end);
-        if (launched == CUDA_SUCCESS) { /* too many in flight to measure: charge the estimate */
-            arkgpu_usage_lock();
-            arkgpu_st.usage->credit_ns[g->dev] -= pc.est_ns;
-            arkgpu_usage_unlock();
-            harvest_locked();
-        }
-        pthread_mutex_unlock(&pc.mu);
-        return launched;
+        end = NULL;
     }
-    r->cuEventRecord(end, s);
-    pc.q[pc.tail++ % PENDING] = (pending_launch){g->start, end, g->dev, pc.est_ns};
-    arkgpu_usage_lock();
-    arkgpu_st.usage->credit_ns[g->dev] -= pc.est_ns;
-    arkgpu_usage_unlock();
+    if (end && !room) { /* recorded all the same, so the stream's next start event
+                         * dates from this kernel's end, not an earlier one */
+        give_event(g->dev, end);
+        end = NULL;
+    }
+    if (!end) {
+        give_event(g->dev, g->start);
+        if (launched == CUDA_SUCCESS) { /* no measurement: charge the estimate */
+            ARKGPU_COUNT(unmeasured);
+            charge(g->dev, pc.est_ns, 0);
+        }
+    } else {
+        pc.q[pc.tail++ % PENDING] = (pending_launch){g->start, end, g->dev, pc.est_ns};
+        charge(g->dev, pc.est_ns, 0);
+    }
     harvest_locked();
-    pthread_mutex_unlock(&pc.mu);
+    arkgpu_mutex_unlock(&pc.mu);
     return launched;
 }
 

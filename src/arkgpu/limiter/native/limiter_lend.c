@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,7 +46,7 @@ static struct {
 /* A forked child keeps the descriptors (pread shares no offset) but gets an
  * unlocked mutex. */
 void arkgpu_lend_after_fork(void) {
-    pthread_mutex_init(&ld.mu, NULL);
+    if (pthread_mutex_init(&ld.mu, NULL) != 0) abort();
     ld.cached_ns = 0;
 }
 
@@ -91,23 +92,24 @@ static void lender_refresh(int k, int64_t now) {
 static int lender_idle(int k, int64_t now, int64_t stale_ns) {
     arkgpu_inflight f;
     if (pread(ld.l[k].fd1 - 1, &f, sizeof f, offsetof(arkgpu_usage, inflight)) != (ssize_t)sizeof f) return 0;
-    return f.count == 0 || now - f.changed_ns > stale_ns;
+    /* the lender's container writes these: a stamp never set (<= 0) counts as
+     * stale, one in the future as fresh; no arithmetic can overflow */
+    if (f.count == 0 || f.changed_ns <= 0) return 1;
+    return f.changed_ns < now && now - f.changed_ns > stale_ns;
 }
 
 /* The share, in basis points, that idle lenders lend now (at most a full GPU). */
-uint32_t arkgpu_lent_bp(int64_t now) {
-    const arkgpu_limits *l = arkgpu_st.limits;
-    uint32_t n = __atomic_load_n(&l->lend_count, __ATOMIC_RELAXED);
+uint32_t arkgpu_lent_bp(const limits_view *l, int64_t now) {
+    uint32_t n = l->lend_count;
     if (n == 0) return 0;
     n = n > ARKGPU_MAX_LENDERS ? ARKGPU_MAX_LENDERS : n;
     int64_t at = __atomic_load_n(&ld.cached_ns, __ATOMIC_ACQUIRE);
     if (at && now >= at && now - at < LEND_CACHE_NS) return __atomic_load_n(&ld.cached_bp, __ATOMIC_RELAXED);
-    uint32_t stale_ms = __atomic_load_n(&l->lend_stale_ms, __ATOMIC_RELAXED);
-    int64_t stale_ns = (int64_t)(stale_ms ? stale_ms : ARKGPU_LEND_STALE_MS) * 1000000;
+    int64_t stale_ns = (int64_t)(l->lend_stale_ms ? l->lend_stale_ms : ARKGPU_LEND_STALE_MS) * 1000000;
     uint64_t sum = 0;
-    pthread_mutex_lock(&ld.mu);
+    arkgpu_mutex_lock(&ld.mu);
     for (uint32_t k = 0; k < n; k++) {
-        uint32_t bp = __atomic_load_n(&l->lent_bp[k], __ATOMIC_RELAXED);
+        uint32_t bp = l->lent_bp[k];
         if (bp == 0) { /* not lending: let go of the file, look again once it lends */
             lender_close(&ld.l[k]);
             ld.l[k].checked_ns = 0;
@@ -119,6 +121,6 @@ uint32_t arkgpu_lent_bp(int64_t now) {
     uint32_t lent = sum > ARKGPU_SHARE_FULL ? ARKGPU_SHARE_FULL : (uint32_t)sum;
     __atomic_store_n(&ld.cached_bp, lent, __ATOMIC_RELAXED);
     __atomic_store_n(&ld.cached_ns, now, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&ld.mu);
+    arkgpu_mutex_unlock(&ld.mu);
     return lent;
 }

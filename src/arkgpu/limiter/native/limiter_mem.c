@@ -9,31 +9,42 @@
 
 #include <sched.h>
 
+static int fits(int dev, uint64_t cap, uint64_t bytes) {
+    uint64_t used = LD(arkgpu_st.usage->used[dev]);
+    return bytes <= cap && used <= cap - bytes;
+}
+
+/* Reserve bytes under the cap; when they do not fit, dead processes' memory
+ * is looked for (through /proc, without the lock) and the fit tried again. */
 static CUresult reserve(int dev, int kind, uint64_t bytes) {
     if (!arkgpu_ready()) return CUDA_ERROR_OUT_OF_MEMORY;
     if (dev < 0 || dev >= ARKGPU_MAX_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
     uint64_t cap = arkgpu_mem_limit(dev);
     arkgpu_usage *u = arkgpu_st.usage;
-    arkgpu_usage_lock();
-    int fits = bytes <= cap && u->used[dev] <= cap - bytes;
-    if (!fits) { /* a dead process may still hold what we need */
-        arkgpu_reclaim_dead_locked();
-        fits = bytes <= cap && u->used[dev] <= cap - bytes;
+    int ok = 0;
+    for (int attempt = 0; attempt < 2 && !ok; attempt++) {
+        if (attempt) arkgpu_reclaim_dead();
+        if (arkgpu_usage_lock() != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+        ok = fits(dev, cap, bytes);
+        if (ok) {
+            ST(u->used[dev], LD(u->used[dev]) + bytes);
+            arkgpu_debug_hold(HOLD_ALLOC);
+            arkgpu_st.me->bytes[dev][kind] += bytes;
+        }
+        arkgpu_usage_unlock();
     }
-    if (fits) {
-        u->used[dev] += bytes;
-        arkgpu_st.me->bytes[dev][kind] += bytes;
-    } else {
-        arkgpu_st.me->oom_refusals++;
-    }
-    arkgpu_usage_unlock();
-    return fits ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    if (!ok) __atomic_fetch_add(&arkgpu_st.me->oom_refusals, 1, __ATOMIC_RELAXED);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+/* Give bytes back; with a broken lock they stay counted (never under-count). */
 static void unreserve(int dev, int kind, uint64_t bytes) {
     arkgpu_usage *u = arkgpu_st.usage;
-    arkgpu_usage_lock();
-    u->used[dev] -= bytes < u->used[dev] ? bytes : u->used[dev];
+    if (dev < 0 || dev >= ARKGPU_MAX_DEVICES || kind < 0 || kind >= ARKGPU_KINDS) return;
+    if (arkgpu_usage_lock() != 0) return;
+    uint64_t used = LD(u->used[dev]);
+    ST(u->used[dev], used - (bytes < used ? bytes : used));
+    arkgpu_debug_hold(HOLD_FREE);
     uint64_t *mine = &arkgpu_st.me->bytes[dev][kind];
     *mine -= bytes < *mine ? bytes : *mine;
     arkgpu_usage_unlock();
@@ -267,6 +278,11 @@ EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) {
 static void clamp_to_cap(int dev, unsigned long long *free_b, unsigned long long *total_b,
                          unsigned long long *used_b) {
     if (!arkgpu_ready()) {
+        *free_b = *total_b = 0;
+        if (used_b) *used_b = 0;
+        return;
+    }
+    if (dev < 0 || dev >= ARKGPU_MAX_DEVICES) { /* not a device the region counts: nothing is left */
         *free_b = *total_b = 0;
         if (used_b) *used_b = 0;
         return;

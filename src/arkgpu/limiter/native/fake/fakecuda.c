@@ -27,7 +27,7 @@ static void init_once(void) {
 
 int fake_cur_dev(void) { return tls_ctx ? tls_ctx->dev : 0; }
 int fake_ready(void) {
-    pthread_once(&g.once, init_once);
+    fakegpu_check(pthread_once(&g.once, init_once), "pthread_once");
     return g.st != NULL;
 }
 
@@ -130,12 +130,12 @@ static void sleep_until(int64_t t) {
 }
 
 static int64_t stream_end(CUstream s) {
-    pthread_mutex_lock(&g.mu);
+    fake_lock(&g.mu);
     CUstream st = stream_of(s);
     int64_t end = st->last_end;
     st->pending = NULL;
     st->after_kernel = 0;
-    pthread_mutex_unlock(&g.mu);
+    fake_unlock(&g.mu);
     return end;
 }
 
@@ -153,9 +153,9 @@ EXPORT CUresult cuStreamQuery(CUstream s) {
     return stream_end(s) <= fakegpu_now() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 EXPORT CUresult cuCtxSynchronize(void) {
-    pthread_mutex_lock(&g.mu);
+    fake_lock(&g.mu);
     int64_t end = g.last_end;
-    pthread_mutex_unlock(&g.mu);
+    fake_unlock(&g.mu);
     sleep_until(end);
     return CUDA_SUCCESS;
 }
@@ -170,9 +170,9 @@ EXPORT CUresult cuEventCreate(CUevent *e, unsigned flags) {
     return *e ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 EXPORT CUresult cuEventDestroy_v2(CUevent e) {
-    pthread_mutex_lock(&g.mu);
+    fake_lock(&g.mu);
     if (g.null_stream.pending == e) g.null_stream.pending = NULL;
-    pthread_mutex_unlock(&g.mu);
+    fake_unlock(&g.mu);
     free(e);
     return CUDA_SUCCESS;
 }
@@ -181,20 +181,20 @@ EXPORT CUresult cuEventDestroy_v2(CUevent e) {
  * the kernel's start replaces that time: the stream reaches the event only
  * when the device starts this context's kernel. */
 EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
-    pthread_mutex_lock(&g.mu);
+    fake_lock(&g.mu);
     CUstream st = stream_of(s);
     int64_t now = fakegpu_now();
     e->t = st->after_kernel ? st->kernel_end : (st->last_end > now ? st->last_end : now);
     e->recorded = 1;
     st->pending = st->after_kernel ? NULL : e;
     st->after_kernel = 0;
-    pthread_mutex_unlock(&g.mu);
+    fake_unlock(&g.mu);
     return CUDA_SUCCESS;
 }
 static int64_t event_time(CUevent e) {
-    pthread_mutex_lock(&g.mu);
+    fake_lock(&g.mu);
     int64_t t = e->t;
-    pthread_mutex_unlock(&g.mu);
+    fake_unlock(&g.mu);
     return t;
 }
 EXPORT CUresult cuEventQuery(CUevent e) {
@@ -222,13 +222,13 @@ static CUresult run_on_device(CUstream s, uint64_t ns) {
     if (!fake_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     if (!tls_ctx) return CUDA_ERROR_INVALID_CONTEXT;
     int dev = fake_cur_dev();
-    pthread_mutex_lock(&g.mu);
+    fake_lock(&g.mu);
     CUstream q = stream_of(s);
     int64_t oldest_start = q->starts[q->launches % FAKE_QUEUE_DEPTH];
-    pthread_mutex_unlock(&g.mu);
+    fake_unlock(&g.mu);
     sleep_until(oldest_start); /* the queue is full until its oldest kernel starts */
     int64_t t0 = fakegpu_book(g.st, dev, (int64_t)ns), t1 = t0 + (int64_t)ns;
-    pthread_mutex_lock(&g.mu);
+    fake_lock(&g.mu);
     CUstream st = stream_of(s);
     if (st->pending) st->pending->t = t0;
     st->pending = NULL;
@@ -237,7 +237,7 @@ static CUresult run_on_device(CUstream s, uint64_t ns) {
     st->starts[st->launches++ % FAKE_QUEUE_DEPTH] = t0;
     st->last_end = t1;
     if (t1 > g.last_end) g.last_end = t1;
-    pthread_mutex_unlock(&g.mu);
+    fake_unlock(&g.mu);
     atomic_fetch_add(&g.st->dev[dev].busy_ns, ns);
     atomic_fetch_add(&g.proc_busy_ns, ns);
     atomic_fetch_add(&g.launches, 1);
@@ -312,9 +312,9 @@ EXPORT CUresult cuGraphDestroy(CUgraph gr) { free(gr); return CUDA_SUCCESS; }
 EXPORT uint64_t fakegpu_process_busy_ns(void) { return atomic_load(&g.proc_busy_ns); }
 EXPORT uint64_t fakegpu_process_launches(void) { return atomic_load(&g.launches); }
 EXPORT uint64_t fakegpu_process_used_bytes(int dev) {
-    pthread_mutex_lock(&g.mu);
+    fake_lock(&g.mu);
     uint64_t u = g.used[dev];
-    pthread_mutex_unlock(&g.mu);
+    fake_unlock(&g.mu);
     return u;
 }
 

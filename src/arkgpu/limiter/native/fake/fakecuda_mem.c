@@ -8,7 +8,7 @@ static CUresult mem_take(uint64_t bytes, int dev, uint64_t key, unsigned long lo
     if (!fake_ready()) return CUDA_ERROR_NOT_INITIALIZED;
     if (!tls_ctx) return CUDA_ERROR_INVALID_CONTEXT;
     if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&g.mu);
+    fake_lock(&g.mu);
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
     if (g.used[dev] + bytes <= g.total) {
         if (key == 0) {
@@ -23,16 +23,16 @@ static CUresult mem_take(uint64_t bytes, int dev, uint64_t key, unsigned long lo
             r = CUDA_SUCCESS;
         }
     }
-    pthread_mutex_unlock(&g.mu);
+    fake_unlock(&g.mu);
     return r;
 }
 
 static CUresult mem_give(uint64_t key) {
     uint64_t bytes, dev;
-    pthread_mutex_lock(&g.mu);
+    fake_lock(&g.mu);
     int r = ptrmap_take(&g.allocs, key, &bytes, &dev);
     if (r == 0) g.used[dev] -= bytes;
-    pthread_mutex_unlock(&g.mu);
+    fake_unlock(&g.mu);
     return r == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -75,10 +75,10 @@ EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d) {
 }
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
     if (!fake_ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    pthread_mutex_lock(&g.mu);
+    fake_lock(&g.mu);
     *free_b = g.total - g.used[fake_cur_dev()];
     *total_b = g.total;
-    pthread_mutex_unlock(&g.mu);
+    fake_unlock(&g.mu);
     return CUDA_SUCCESS;
 }
 

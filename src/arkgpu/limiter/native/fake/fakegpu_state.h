@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -58,13 +59,24 @@ static inline unsigned long long fakegpu_total_mem(void) {
     return (unsigned long long)fakegpu_env_uint("FAKEGPU_MEM_MIB", 16384) << 20;
 }
 
+/* The fake's pthread calls, checked: a failure is a bug of the test driver,
+ * which stops with a message. */
+static inline void fakegpu_check(int e, const char *call) {
+    if (e == 0) return;
+    fprintf(stderr, "fakegpu: %s failed (%s)\n", call, strerror(e));
+    abort();
+}
+static inline void fake_lock(pthread_mutex_t *m) { fakegpu_check(pthread_mutex_lock(m), "pthread_mutex_lock"); }
+static inline void fake_unlock(pthread_mutex_t *m) { fakegpu_check(pthread_mutex_unlock(m), "pthread_mutex_unlock"); }
+
 static inline void fakegpu_init_locks(fakegpu_state *s) {
     pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-    for (int i = 0; i < FAKEGPU_MAX_DEVICES; i++) pthread_mutex_init(&s->dev[i].lock, &a);
-    pthread_mutexattr_destroy(&a);
+    fakegpu_check(pthread_mutexattr_init(&a), "pthread_mutexattr_init");
+    fakegpu_check(pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED), "pthread_mutexattr_setpshared");
+    fakegpu_check(pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST), "pthread_mutexattr_setrobust");
+    for (int i = 0; i < FAKEGPU_MAX_DEVICES; i++)
+        fakegpu_check(pthread_mutex_init(&s->dev[i].lock, &a), "pthread_mutex_init");
+    fakegpu_check(pthread_mutexattr_destroy(&a), "pthread_mutexattr_destroy");
     s->magic = FAKEGPU_MAGIC;
 }
 
@@ -98,11 +110,13 @@ static inline fakegpu_state *fakegpu_attach(void) {
  * A holder that died inside the lock leaves a consistent timeline. */
 static inline int64_t fakegpu_book(fakegpu_state *s, int d, int64_t ns) {
     fakegpu_device *dv = &s->dev[d];
-    if (pthread_mutex_lock(&dv->lock) == EOWNERDEAD) pthread_mutex_consistent(&dv->lock);
+    int e = pthread_mutex_lock(&dv->lock);
+    if (e == EOWNERDEAD) e = pthread_mutex_consistent(&dv->lock);
+    fakegpu_check(e, "pthread_mutex_lock (device timeline)");
     int64_t now = fakegpu_now();
     int64_t start = dv->free_at > now ? dv->free_at : now;
     dv->free_at = start + ns;
-    pthread_mutex_unlock(&dv->lock);
+    fake_unlock(&dv->lock);
     return start;
 }
 

@@ -34,7 +34,7 @@ static int valid(nvmlDevice_t d) {
 }
 
 EXPORT nvmlReturn_t nvmlInit_v2(void) {
-    pthread_once(&g.once, init_once);
+    fakegpu_check(pthread_once(&g.once, init_once), "pthread_once");
     return g.st ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
 }
 EXPORT nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
@@ -75,7 +75,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilizatio
     int i = index_of(d);
     int64_t now = fakegpu_now();
     uint64_t busy = atomic_load(&g.st->dev[i].busy_ns);
-    pthread_mutex_lock(&g.mu);
+    fake_lock(&g.mu);
     if (now - g.last_t[i] >= 10000000) {
         if (g.last_t[i]) {
             double f = (double)(busy - g.last_busy[i]) / (double)(now - g.last_t[i]);
@@ -86,7 +86,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilizatio
     }
     u->gpu = g.last_util[i];
     u->memory = 0;
-    pthread_mutex_unlock(&g.mu);
+    fake_unlock(&g.mu);
     return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned len) {

@@ -1,6 +1,6 @@
 """``arkgpu``: level-1 placement, level-2 split and the adjustment unit, over the fitted predictor.
 
-Placement (:mod:`arkgpu.colocation.placing`): an LC service goes to a GPU
+Placement (:mod:`arkgpu.placement.lc_placing`): an LC service goes to a GPU
 only if every LC service there is predicted to meet its target at its peak;
 BE jobs go where LC services leave the most share. If no GPU passes, the pod
 waits. Sharing is spatial: each pod has a compute share enforced like an MPS
@@ -24,8 +24,9 @@ from typing import ClassVar
 
 from arkgpu.colocation.deciding import ControlConfig, GpuDecision, NodeController
 from arkgpu.colocation.observations import GpuObservations, peak_demand, peak_observation
-from arkgpu.colocation.placing import GpuSnapshot, choose_gpu_for_be, choose_gpu_for_lc
+from arkgpu.colocation.sizing import LcDemand
 from arkgpu.model.shares import share_fraction
+from arkgpu.placement.lc_placing import GpuSnapshot, choose_gpu_for_be, choose_gpu_for_lc
 from arkgpu.sim.colocation.modes.base import (
     ModeContext,
     SharingMode,
@@ -46,7 +47,7 @@ class ArkGpuMode(SharingMode):
         self.controller = NodeController(ctx.sizer, config)
         self.decisions: dict[int, GpuDecision] = {}
 
-    def _snapshot(self, gpu: GpuRuntime) -> GpuSnapshot:
+    def _snapshot(self, gpu: GpuRuntime) -> GpuSnapshot[LcDemand]:
         return GpuSnapshot(
             gpu.index,
             gpu.memory_mib - gpu.used_memory_mib(),
