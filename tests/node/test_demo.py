@@ -17,7 +17,9 @@ SHORT = DemoConfig(warmup_s=2.0, phase_s=4.0)
 def test_lc_within_target_be_takes_the_leftover_and_follows_the_steps() -> None:
     """LC p99 within target in every phase; BE >= 80% of the busy time LC leaves; BE's
     share rises within 2 s of the load halving; LC back within target within 2 s."""
-    report = summarise(SHORT, run_demo(SHORT))
+    run = run_demo(SHORT)
+    assert run.lc_exit.startswith("status 0"), run.lc_exit
+    report = summarise(SHORT, run)
     for phase, ratio in report["lc_p99_over_target_max"].items():
         assert ratio <= 1.0, (phase, report)
     assert report["be_busy_share_of_leftover"] >= 0.8, report
@@ -32,6 +34,7 @@ def test_a_killed_runtime_leaves_limits_and_its_restart_carries_on() -> None:
     runtime takes over (it writes again), and LC stays within target."""
     config = DemoConfig(warmup_s=2.0, phase_s=4.0, kill_runtime_at_s=3.5, restart_after_s=1.0)
     run = run_demo(config)
+    assert run.lc_exit.startswith("status 0"), run.lc_exit
     assert run.limits_at_kill, "the runtime was never killed"
     assert run.limits_before_restart == run.limits_at_kill
     restarted = 3.5 + 1.0 + 2.5  # the new runtime fits its predictor, then rebuilds
@@ -48,6 +51,7 @@ def test_a_killed_container_leaves_the_others_unaffected() -> None:
     limits freeze) and the LC container stays within target."""
     config = DemoConfig(warmup_s=2.0, phase_s=4.0, kill_be_at_s=4.0)
     run = run_demo(config)
+    assert run.lc_exit.startswith("status 0"), run.lc_exit
     assert run.be_killed_at is not None
     settled = run.be_killed_at + 1.0
     frozen = {(s["be_bp"], s["lent_bp"]) for s in run.samples if s["t"] > settled}

@@ -94,6 +94,8 @@ class DemoRun:
     """Limits just before the new runtime started."""
     be_iterations: int = 0
     """BE loop iterations."""
+    lc_exit: str = ""
+    """How the LC server ended: its exit status and the end of its standard error."""
     be_killed_at: float | None = None
     """When the BE container's processes were SIGKILLed, s from LC start (None: never)."""
 
@@ -153,6 +155,7 @@ class Demo:
         return subprocess.Popen(
             [*_python(), "workload", *args],
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env=container.env(self.native, preload=False),
             text=True,
             start_new_session=True,
@@ -219,7 +222,8 @@ def _run(c: DemoConfig, work: Path, progress: Callable[[str], None]) -> DemoRun:
     try:
         _watch(demo, out, (lc, be), t0)
     finally:
-        lc.communicate(timeout=60)
+        _, lc_err = lc.communicate(timeout=60)
+        out.lc_exit = f"status {lc.returncode}: {lc_err[-2000:]}"
         be_out, _ = be.communicate(timeout=60)
         demo.stop()
     out.be_iterations = _iterations(be_out)
