@@ -100,6 +100,81 @@ def _scenario_cases() -> Iterator[Case]:
             )
 
 
+NODE_CASES: tuple[Case, ...] = (
+    Case(
+        "node run --config: a missing file",
+        ("node", "run", "--config", "{tmp}/no.toml"),
+        "no.toml",
+        "--config",
+    ),
+    Case(
+        "node run --config: not TOML",
+        ("node", "run", "--config", "{bad_toml}"),
+        "{bad_toml}",
+        "--config",
+    ),
+    Case(
+        "node run --config: an unknown field",
+        ("node", "run", "--config", "{node_unknown}"),
+        "nosuch",
+        "--config",
+    ),
+    Case(
+        "node run --config: a field of the wrong type",
+        ("node", "run", "--config", "{node_badtype}"),
+        "period_s",
+        "--config",
+    ),
+    Case(
+        "node demo --plot: a folder instead of a file",
+        ("node", "demo", "--plot", "{dir}"),
+        "--plot",
+        "--plot",
+    ),
+    Case(
+        "node demo --json: under a file",
+        ("node", "demo", "--json", "{file}/x.json"),
+        "{file}",
+        "--json",
+    ),
+    Case(
+        "workload lc --rates: not RATE:SECONDS",
+        ("workload", "lc", "--rates", "fast"),
+        "--rates",
+        "--rates",
+    ),
+    Case(
+        "workload lc --rates: a zero rate",
+        ("workload", "lc", "--rates", "0:1"),
+        "--rates",
+        "--rates",
+    ),
+    Case(
+        "workload lc --region: a missing folder",
+        ("workload", "lc", "--rates", "1:1", "--region", "{tmp}/noregion"),
+        "noregion",
+        "--region",
+    ),
+    Case(
+        "workload lc --log: a folder",
+        ("workload", "lc", "--rates", "1:1", "--log", "{dir}"),
+        "--log",
+        "--log",
+    ),
+    Case(
+        "workload lc --model: a model with no profile",
+        ("workload", "lc", "--rates", "1:1", "--region", "{dir}", "--model", "nosuchnet"),
+        "--model",
+        "--model",
+    ),
+    Case(
+        "workload be --region: a folder with no region",
+        ("workload", "be", "--seconds", "1", "--region", "{dir}"),
+        "{dir}",
+        "--region",
+    ),
+)
+
 CASES: tuple[Case, ...] = (
     Case("no command group", (), "GROUP", "command"),
     Case("an unknown command group", ("nosuch",), "nosuch", "command"),
@@ -235,6 +310,7 @@ CASES: tuple[Case, ...] = (
         "--plot",
         "--plot",
     ),
+    *NODE_CASES,
 )
 
 
@@ -313,6 +389,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (tmp / "binary.toml").write_bytes(b"\xff\xfe\x00\x81binary\x00\xc3" * 64)
     (tmp / "wrong.csv").write_text("alpha,beta\n1,2\n")
     (tmp / "bad.toml").write_text("this is = = not toml\n")
+    (tmp / "node_unknown.toml").write_text("nosuch = 1\n")
+    (tmp / "node_badtype.toml").write_text('period_s = "fast"\n')
     paper = (Path(__file__).parents[2] / "src/arkgpu/data/scenarios/paper.toml").read_text()
     (tmp / "unknown_model.toml").write_text(paper.replace('"alexnet"', '"nosuchnet"', 1))
     default_predictor().save(tmp / "predictor.json")
@@ -325,6 +403,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "binary_toml": str(tmp / "binary.toml"),
         "wrong_csv": str(tmp / "wrong.csv"),
         "bad_toml": str(tmp / "bad.toml"),
+        "node_unknown": str(tmp / "node_unknown.toml"),
+        "node_badtype": str(tmp / "node_badtype.toml"),
         "unknown_model": str(tmp / "unknown_model.toml"),
         "missing": str(tmp / "missing.csv"),
         "predictor": str(tmp / "predictor.json"),

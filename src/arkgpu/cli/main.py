@@ -31,6 +31,8 @@ GROUPS: dict[str, str] = {
     "profiles": "measured GPU profiles: import published ones",
     "predictor": "the two-level performance predictor: fit, evaluate, show",
     "limiter": "resource limiter: benchmark, inspect a container's region",
+    "node": "the node runtime: run it, demo it on a fake GPU",
+    "workload": "test workloads on the fake GPU (LC and BE)",
 }
 """Command groups, each a module ``arkgpu.cli.<name>``, in help order."""
 

@@ -31,6 +31,7 @@ BUILT_FILES = (
     "arkgpu-cubench",
     "arkgpu-layout",
     "arkgpu-linked-probe",
+    "fake/arkgpu-fake-escape",
 )
 
 

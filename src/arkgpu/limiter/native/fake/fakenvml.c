@@ -2,13 +2,18 @@
  * A fake NVML (built as libnvidia-ml.so.1) over the fake GPU's shared state.
  * Utilisation is the fraction of time a kernel held the device since this
  * process's previous sample (at least 10 ms apart); memory reports the fake's
- * total as free (the fake driver accounts memory per process).
+ * total as free (the fake driver accounts memory per process). The node
+ * runtime's discovery (nvidia-ml-py) also asks for nvmlInitWithFlags, the
+ * UUID ("GPU-fake-<index>"), the MIG mode (always disabled) and the driver
+ * version.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
 
 #include "../cuda_abi.h"
 #include "fakegpu_state.h"
+#include "fakeprocs.h"
+#include <signal.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -33,6 +38,10 @@ EXPORT nvmlReturn_t nvmlInit_v2(void) {
     return g.st ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
 }
 EXPORT nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
+EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned flags) {
+    (void)flags;
+    return nvmlInit_v2();
+}
 EXPORT nvmlReturn_t nvmlShutdown(void) { return NVML_SUCCESS; }
 EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *n) { *n = fakegpu_num_devices(); return NVML_SUCCESS; }
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned i, nvmlDevice_t *d) {
@@ -79,4 +88,42 @@ EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilizatio
     u->memory = 0;
     fake_unlock(&g.mu);
     return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned len) {
+    if (!valid(d)) return NVML_ERROR_INVALID_ARGUMENT;
+    snprintf(uuid, len, "GPU-fake-%d", index_of(d));
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned *current, unsigned *pending) {
+    if (!valid(d)) return NVML_ERROR_INVALID_ARGUMENT;
+    *current = *pending = 0; /* NVML_DEVICE_MIG_DISABLE */
+    return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned len) {
+    snprintf(version, len, "fake-550.0");
+    return NVML_SUCCESS;
+}
+
+/* Per-process memory (fakeprocs.h): the processes alive in the table on device d. */
+typedef struct {
+    unsigned pid;
+    unsigned long long usedGpuMemory;
+    unsigned gpuInstanceId, computeInstanceId;
+} fake_process_info;
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned *count,
+                                                            fake_process_info *infos) {
+    if (!valid(d) || !count) return NVML_ERROR_INVALID_ARGUMENT;
+    fakeprocs_table *t = fakeprocs_attach();
+    unsigned n = 0, room = *count;
+    for (int i = 0; t && i < FAKEPROCS_SLOTS; i++) {
+        uint32_t pid = atomic_load(&t->e[i].pid);
+        if (!pid || t->e[i].dev != (uint32_t)index_of(d) || kill((pid_t)pid, 0) != 0) continue;
+        if (infos && n < room)
+            infos[n] = (fake_process_info){pid, atomic_load(&t->e[i].bytes), 0xFFFFFFFFu, 0xFFFFFFFFu};
+        n++;
+    }
+    if (t) munmap(t, sizeof *t);
+    *count = n;
+    return (infos && n <= room) || n == 0 ? NVML_SUCCESS : 7 /* NVML_ERROR_INSUFFICIENT_SIZE */;
 }

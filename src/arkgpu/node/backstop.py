@@ -1,0 +1,141 @@
+"""The escape backstop: NVML's per-process memory against each container's cap.
+
+A process that escapes the interception library (statically linked, or calling
+the driver by ioctl) allocates memory the library never counts. NVML reports
+every process's real device memory; when a container's processes together hold
+more than its cap plus ``backstop_margin_mib``, the runtime acts as configured:
+
+* ``report``: one line on standard error, counted in ``escapes``;
+* ``kill``: SIGTERM to the container's processes NVML lists, SIGKILL to those
+  still alive ``backstop_grace_s`` later;
+* ``evict``: writes ``<region>/evict`` (the reason) for the node's device
+  plugin to evict the pod.
+
+Which container a process belongs to: a pid in the container's usage file (the
+library's processes), else the region named by ``ARKGPU_REGION_DIR`` in the
+process's environment (the fake-GPU containers; on a Kubernetes node the
+process's cgroup decides, not built yet).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from arkgpu.node.gpus import nvml_handles
+from arkgpu.node.observing import Container
+
+MIB = 1 << 20
+"""Bytes in a MiB."""
+ACTIONS = ("off", "report", "kill", "evict")
+"""What the backstop may do."""
+EVICT_FILE = "evict"
+"""Marker written into a region by the ``evict`` action."""
+
+
+def region_of(pid: int) -> Path | None:
+    """The region in ``pid``'s environment (ARKGPU_REGION_DIR), None when unknown."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    for item in raw.split(b"\0"):
+        if item.startswith(b"ARKGPU_REGION_DIR="):
+            return Path(os.fsdecode(item.split(b"=", 1)[1])).resolve()
+    return None
+
+
+@dataclass
+class Backstop:
+    """Checks NVML's per-process memory against the caps (call :meth:`check`)."""
+
+    action: str
+    """One of :data:`ACTIONS`."""
+    margin_mib: int
+    """How far over its cap a container may go before the action, MiB."""
+    grace_s: float
+    """Time between SIGTERM and SIGKILL (``kill``), s."""
+    handles: dict[int, Any]
+    """NVML device handle per GPU index."""
+    escapes: int = 0
+    """Containers caught over their cap."""
+    pending: dict[int, float] = field(default_factory=dict)
+    """pid -> CLOCK_MONOTONIC when it gets SIGKILL (``kill``)."""
+
+    def check(self, containers: list[Container]) -> list[str]:
+        """One pass over every GPU; returns the names of the containers caught."""
+        self._finish_kills()
+        caught = []
+        for gpu, handle in self.handles.items():
+            mine = [c for c in containers if c.spec.gpu == gpu]
+            held = self._held(handle, mine)
+            for c in mine:
+                pids = held.get(c.name, {})
+                cap = c.spec.memory_mib
+                if cap is None or sum(pids.values()) <= (cap + self.margin_mib) * MIB:
+                    continue
+                caught.append(c.name)
+                self._act(c, pids, cap)
+        return caught
+
+    def _held(self, handle: Any, containers: list[Container]) -> dict[str, dict[int, int]]:
+        import pynvml  # type: ignore[import-untyped]  # noqa: PLC0415 (the [node] extra)
+
+        by_pid = {p.pid: c.name for c in containers for p in (c.usage.processes if c.usage else ())}
+        by_region = {c.region.resolve(): c.name for c in containers}
+        out: dict[str, dict[int, int]] = {}
+        for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+            name = by_pid.get(proc.pid) or by_region.get(
+                region_of(proc.pid) or Path("/nonexistent")
+            )
+            if name is not None:
+                out.setdefault(name, {})[proc.pid] = int(proc.usedGpuMemory or 0)
+        return out
+
+    def _act(self, c: Container, pids: dict[int, int], cap: int) -> None:
+        used = sum(pids.values()) // MIB
+        reason = f"{c.name}: {used} MiB on GPU {c.spec.gpu} over its cap of {cap} MiB"
+        self.escapes += 1
+        print(f"arkgpu node: backstop ({self.action}): {reason}", file=sys.stderr, flush=True)
+        if self.action == "kill":
+            for pid in pids:
+                if pid not in self.pending:
+                    _signal(pid, signal.SIGTERM)
+                    self.pending[pid] = time.monotonic() + self.grace_s
+        elif self.action == "evict":
+            (c.region / EVICT_FILE).write_text(reason + "\n", encoding="utf-8")
+
+    def _finish_kills(self) -> None:
+        now = time.monotonic()
+        for pid, when in list(self.pending.items()):
+            if not _alive(pid):
+                del self.pending[pid]
+            elif now >= when:
+                _signal(pid, signal.SIGKILL)
+                del self.pending[pid]
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def open_backstop(action: str, margin_mib: int, grace_s: float, gpus: list[int]) -> Backstop:
+    """A backstop over NVML's handles of ``gpus`` (NVML stays initialised)."""
+    return Backstop(action, margin_mib, grace_s, nvml_handles(gpus))

@@ -1,0 +1,193 @@
+"""The node runtime's settings, loaded from a TOML file.
+
+Every key of the file is a field of :class:`NodeConfig` (top level) or of
+:class:`~arkgpu.colocation.adjusting.AdjustmentConfig` (table ``[adjustment]``);
+an unknown key, a wrong type or a value out of range stops the load with one
+line naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from arkgpu.colocation.adjusting import AdjustmentConfig
+from arkgpu.model.gpus import REFERENCE_GPU
+
+LOCK_NAME = ".arkgpu-node.lock"
+"""Name of the lock file in the regions directory (when ``lock_file`` is not set)."""
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """Settings of ``arkgpu node run`` (units and defaults in each field's text)."""
+
+    regions_dir: Path = Path("/run/arkgpu/regions")
+    """Directory holding one control region folder per container (its ``limits``,
+    ``usage`` and ``pod.json``); default /run/arkgpu/regions."""
+    period_s: float = 0.1
+    """Control period, seconds (default 0.1): the limiter's 20 ms pacing bucket
+    settles well inside it, and 10 decisions a second follow a load step."""
+    scan_every: int = 5
+    """Look for new and gone regions every this many periods (default 5: 0.5 s)."""
+    lock_file: Path | None = None
+    """Lock file that keeps a second runtime off the node; default
+    ``<regions_dir>/.arkgpu-node.lock``."""
+    predictor: Path | None = None
+    """Predictor JSON (``arkgpu predictor fit``); default: fitted at start on the
+    profiles shipped in the package."""
+    gpu_model: str = REFERENCE_GPU
+    """GPU model the predictor is asked about (default V100, the reference)."""
+    nvml: bool = True
+    """Discover GPUs through NVML (default true); false: assume ``gpus`` GPUs."""
+    gpus: int = 1
+    """GPUs assumed when ``nvml`` is false (default 1)."""
+    lend_idle_share: bool = True
+    """BE containers borrow an LC container's share while it has no batch in
+    flight (default true)."""
+    metrics_port: int = 0
+    """TCP port of ``/metrics``, ``/healthz`` and ``/readyz`` (default 0: no endpoint;
+    9402 is a usual choice)."""
+    metrics_address: str = "127.0.0.1"
+    """Address the endpoint listens on (default 127.0.0.1; 0.0.0.0 for a scraper
+    on another host)."""
+    backstop: str = "off"
+    """What the escape backstop does when NVML shows a container's processes over
+    their cap by ``backstop_margin_mib``: "off" (default), "report", "kill"
+    (SIGTERM, then SIGKILL) or "evict" (``<region>/evict`` for the device plugin).
+    Needs ``nvml``."""
+    backstop_margin_mib: int = 64
+    """How far over its memory cap a container may go before the backstop acts, MiB
+    (default 64: above the driver's own per-context overhead)."""
+    backstop_grace_s: float = 2.0
+    """Time between SIGTERM and SIGKILL of the ``kill`` action, s (default 2)."""
+    adjustment: AdjustmentConfig = field(default_factory=AdjustmentConfig)
+    """The control law's parameters (table ``[adjustment]``; docs/NODE.md)."""
+
+    @property
+    def lock_path(self) -> Path:
+        """The lock file actually used."""
+        return self.lock_file or self.regions_dir / LOCK_NAME
+
+
+def _number(low: float, high: float | None = None) -> Any:
+    def parse(value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"expected a number, got {value!r}")
+        if value <= low or (high is not None and value > high):
+            bound = f"> {low:g}" + (f" and <= {high:g}" if high is not None else "")
+            raise TypeError(f"expected a number {bound}, got {value!r}")
+        return float(value)
+
+    return parse
+
+
+def _integer(low: int) -> Any:
+    def parse(value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise TypeError(f"expected an integer >= {low}, got {value!r}")
+        return value
+
+    return parse
+
+
+def _boolean(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"expected a non-empty string, got {value!r}")
+    return value
+
+
+def _path(value: object) -> Path:
+    return Path(_text(value))
+
+
+PARSERS: dict[str, Any] = {
+    "regions_dir": _path,
+    "period_s": _number(0.0, 60.0),
+    "scan_every": _integer(1),
+    "lock_file": _path,
+    "predictor": _path,
+    "gpu_model": _text,
+    "nvml": _boolean,
+    "gpus": _integer(1),
+    "lend_idle_share": _boolean,
+    "metrics_port": _integer(0),
+    "metrics_address": _text,
+    "backstop": _text,
+    "backstop_margin_mib": _integer(0),
+    "backstop_grace_s": _number(0.0, 600.0),
+}
+"""How each top-level field is read from TOML."""
+
+ADJUSTMENT_PARSERS: dict[str, Any] = {
+    "violation_ratio": _number(0.0, 10.0),
+    "relax_ratio": _number(0.0, 10.0),
+    "raise_step": _number(0.0, 1.0),
+    "release_step": _number(0.0, 1.0),
+    "max_boost": _number(0.0, 1.0),
+    "rate_smoothing": _number(0.0, 1.0),
+    "min_lc_bp": _integer(0),
+}
+"""How each field of ``[adjustment]`` is read."""
+
+
+def _parsed(table: dict[str, Any], parsers: dict[str, Any], where: str) -> dict[str, Any]:
+    out = {}
+    for key, value in table.items():
+        if key not in parsers:
+            known = ", ".join(parsers)
+            raise ValueError(f"{where}unknown field {key!r} (known: {known})")
+        try:
+            out[key] = parsers[key](value)
+        except TypeError as exc:
+            raise ValueError(f"{where}field {key}: {exc}") from None
+    return out
+
+
+def config_from_dict(table: dict[str, Any], source: str = "config") -> NodeConfig:
+    """The configuration a parsed TOML table describes (ValueError naming the field)."""
+    top = dict(table)
+    adjustment = top.pop("adjustment", {})
+    if not isinstance(adjustment, dict):
+        raise ValueError(f"{source}: field adjustment: expected a table, got {adjustment!r}")
+    values = _parsed(top, PARSERS, f"{source}: ")
+    law = _parsed(adjustment, ADJUSTMENT_PARSERS, f"{source}: [adjustment] ")
+    config = replace(NodeConfig(**values), adjustment=replace(AdjustmentConfig(), **law))
+    if config.backstop not in ("off", "report", "kill", "evict"):
+        raise ValueError(
+            f"{source}: field backstop: expected off, report, kill or evict, "
+            f"got {config.backstop!r}"
+        )
+    if config.backstop != "off" and not config.nvml:
+        raise ValueError(f"{source}: field backstop: needs nvml = true (NVML's process memory)")
+    if config.metrics_port > 65_535:
+        raise ValueError(f"{source}: field metrics_port: at most 65535, got {config.metrics_port}")
+    if config.adjustment.min_lc_bp > 10_000:
+        raise ValueError(f"{source}: [adjustment] field min_lc_bp: at most 10000 basis points")
+    return config
+
+
+def load_config(path: Path) -> NodeConfig:
+    """Read ``path`` (TOML); ValueError with one line naming the file and the field."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a UTF-8 text file") from None
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    return config_from_dict(table, str(path))
+
+
+def field_names() -> list[str]:
+    """Every top-level field, in order (docs and tests)."""
+    return [f.name for f in fields(NodeConfig)]

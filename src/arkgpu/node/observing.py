@@ -1,0 +1,114 @@
+"""A container's region read into what the control loop observes each period.
+
+For an LC container the runtime reads the latency samples reported since the
+last period (:func:`arkgpu.limiter.region.read_latencies`; each sample is one
+request, or a batch of ``batch`` requests sharing a latency) and turns them into
+an :class:`~arkgpu.colocation.observations.LcObservation` through
+:func:`~arkgpu.colocation.observations.observe_lc`, as the simulator does. A
+batch in flight for longer than the target, with nothing completed, counts as
+a full queue: the adjustment unit raises the share instead of letting the
+boost drain on a period without samples.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from arkgpu.colocation.observations import BeObservation, LcObservation, observe_lc
+from arkgpu.limiter.region import Limits, Usage, read_latencies, read_usage
+from arkgpu.node.pods import PodSpec
+
+
+@dataclass
+class Container:
+    """One adopted container: its spec, region and what was last read and written."""
+
+    spec: PodSpec
+    """What ``pod.json`` says."""
+    region: Path
+    """Its region folder."""
+    limits: Limits
+    """The limits its region holds now (read at adoption, then as written)."""
+    seq: int = 0
+    """Sequence number of the last latency sample read."""
+    lenders: tuple[str, ...] = ()
+    """Lenders linked at ``lenders/<k>`` (BE)."""
+    usage: Usage | None = field(default=None, repr=False)
+    """The usage read this period."""
+    p99_ms: float = float("nan")
+    """LC: p99 of the last period with completions, ms (NaN before any)."""
+    requests: int = 0
+    """LC: requests completed since adoption."""
+    within_target: int = 0
+    """LC: requests completed since adoption within the p99 target (SLO attainment)."""
+
+    @property
+    def name(self) -> str:
+        """Container name."""
+        return self.spec.name
+
+    def active(self) -> bool:
+        """Whether it counts this period: a live process, or none started yet.
+
+        A container whose processes all died holds no slot: its share goes to
+        the others until a process of it runs again.
+        """
+        u = self.usage
+        return u is None or not u.processes or any(p.alive for p in u.processes)
+
+
+def refresh(container: Container) -> None:
+    """Read the container's usage for this period (None when the file is unreadable)."""
+    try:
+        container.usage = read_usage(container.region)
+    except (OSError, ValueError):
+        container.usage = None
+
+
+def skip_old_samples(container: Container) -> None:
+    """Start reading latencies after what the region holds now (adoption, restart)."""
+    refresh(container)
+    container.seq = container.usage.latency_head if container.usage else 0
+
+
+def observe(container: Container, period_s: float) -> LcObservation | BeObservation:
+    """This period's observation of the container."""
+    spec = container.spec
+    if not spec.is_lc:
+        return BeObservation(spec.name, spec.model, spec.batch, spec.memory_mib)
+    fresh = container.usage is None or container.usage.latency_head != container.seq
+    try:
+        samples = read_latencies(container.region, container.seq) if fresh else []
+    except (OSError, ValueError):
+        samples = []
+    if samples:
+        container.seq = samples[-1].seq
+    arrived = sum(max(s.batch, 1) for s in samples)
+    latencies = [np.asarray([s.latency_ns / 1e9 for s in samples])] if samples else []
+    container.requests += arrived
+    bound_ns = spec.target_ms * 1e6
+    container.within_target += sum(max(x.batch, 1) for x in samples if x.latency_ns <= bound_ns)
+    observation = observe_lc(
+        spec.name,
+        spec,
+        arrived=arrived,
+        period_s=period_s,
+        latencies_s=latencies,
+        queued=_queued(container, bool(samples)),
+        memory_mib=spec.memory_mib,
+    )
+    if samples:
+        container.p99_ms = observation.p99_ms
+    return observation
+
+
+def _queued(container: Container, completed: bool) -> int:
+    u = container.usage
+    if completed or u is None or u.batches_in_flight == 0 or u.in_flight_since_ns == 0:
+        return 0
+    waited_ms = (time.monotonic_ns() - u.in_flight_since_ns) / 1e6
+    return container.spec.max_batch + 1 if waited_ms > container.spec.target_ms else 0

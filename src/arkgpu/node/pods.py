@@ -1,0 +1,104 @@
+"""What a container's region says about its pod: ``<region>/pod.json``.
+
+Whoever creates the region (the device plugin, the DRA driver, the demo)
+writes ``pod.json`` beside ``limits`` and ``usage``; the runtime adopts a
+container once all three are there. Fields: ``kind`` ("lc" or "be"), ``gpu``
+(index on the node), ``model``, ``memory_mib`` (cap, optional); for LC
+``target_ms``, ``peak_rps``, ``max_batch``, ``max_queue_delay_ms``; for BE
+``batch``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+POD_FILE = "pod.json"
+"""Name of the pod description in a region."""
+
+
+@dataclass(frozen=True)
+class PodSpec:
+    """One container as the control loop sees it (fixed while it runs)."""
+
+    name: str
+    """Container name: its region folder's name."""
+    kind: str
+    """"lc" (latency-critical service) or "be" (best-effort job)."""
+    gpu: int
+    """GPU index on the node."""
+    model: str
+    """DNN model served or trained."""
+    memory_mib: int | None = None
+    """Memory cap, MiB; None: no cap."""
+    target_ms: float = 0.0
+    """LC: p99 latency target, ms."""
+    peak_rps: float = 0.0
+    """LC: request rate expected at the peak, requests/s."""
+    max_batch: int = 8
+    """LC: largest batch its batcher forms."""
+    max_queue_delay_ms: float = 2.0
+    """LC: its batcher's queue delay, ms."""
+    batch: int = 32
+    """BE: training batch."""
+
+    @property
+    def is_lc(self) -> bool:
+        """Whether this is a latency-critical service."""
+        return self.kind == "lc"
+
+
+def _need(raw: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    value = raw.get(key)
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise ValueError(f"{where}: field {key}: missing or of the wrong type ({value!r})")
+    return value
+
+
+def parse_pod(name: str, raw: object, where: str) -> PodSpec:
+    """The spec of container ``name`` from a parsed ``pod.json`` (ValueError naming the field)."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: expected a JSON object")
+    kind = _need(raw, "kind", str, where)
+    if kind not in ("lc", "be"):
+        raise ValueError(f"{where}: field kind: expected 'lc' or 'be', got {kind!r}")
+    memory = raw.get("memory_mib")
+    if memory is not None:
+        memory = _need(raw, "memory_mib", int, where)
+    common: dict[str, Any] = {
+        "gpu": _need(raw, "gpu", int, where),
+        "model": _need(raw, "model", str, where),
+        "memory_mib": memory,
+    }
+    if kind == "be":
+        return PodSpec(name, kind, batch=int(raw.get("batch", 32)), **common)
+    return PodSpec(
+        name,
+        kind,
+        target_ms=float(_need(raw, "target_ms", (int, float), where)),
+        peak_rps=float(_need(raw, "peak_rps", (int, float), where)),
+        max_batch=int(raw.get("max_batch", 8)),
+        max_queue_delay_ms=float(raw.get("max_queue_delay_ms", 2.0)),
+        **common,
+    )
+
+
+def read_pod(region: Path) -> PodSpec:
+    """The spec in ``region/pod.json`` (OSError or ValueError when absent or malformed)."""
+    path = region / POD_FILE
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
+    return parse_pod(region.name, raw, str(path))
+
+
+def write_pod(region: Path, spec: PodSpec) -> None:
+    """Write ``spec`` as ``region/pod.json`` (the creator's side; atomic)."""
+    body = {k: v for k, v in spec.__dict__.items() if k != "name"}
+    tmp = region / f".{POD_FILE}.tmp"
+    tmp.write_text(json.dumps(body), encoding="utf-8")
+    tmp.chmod(0o644)
+    tmp.replace(region / POD_FILE)

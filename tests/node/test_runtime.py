@@ -1,0 +1,127 @@
+"""The runtime's loop over regions (no container processes): adoption, writes, restart."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from arkgpu.colocation.adjusting import AdjustmentUnit
+from arkgpu.colocation.deciding import ControlConfig, NodeController
+from arkgpu.colocation.observations import BeObservation, GpuObservations, LcObservation
+from arkgpu.colocation.sizing import LcDemand, ShareSizer
+from arkgpu.limiter.lending import lender_path
+from arkgpu.limiter.region import LIMITS_FILE, Limits, create_region, read_limits
+from arkgpu.model.shares import share_fraction
+from arkgpu.node.config import NodeConfig
+from arkgpu.node.pods import PodSpec, write_pod
+from arkgpu.node.runtime import NodeRuntime, seed_unit
+from arkgpu.predictor import Predictor, default_predictor
+
+LC = PodSpec("lc", "lc", 0, "resnet50", 1024, target_ms=50.0, peak_rps=150.0)
+BE = PodSpec("be", "be", 0, "vgg16", 2048)
+
+
+@pytest.fixture(scope="module")
+def predictor() -> Predictor:
+    """The predictor fitted on the shipped profiles (once)."""
+    return default_predictor()
+
+
+def _region(root: Path, spec: PodSpec, share_bp: int) -> Path:
+    region = create_region(root / spec.name, Limits((None,), share_bp))
+    write_pod(region, spec)
+    return region
+
+
+def _runtime(root: Path, predictor: Predictor) -> NodeRuntime:
+    config = NodeConfig(regions_dir=root, nvml=False, scan_every=1)
+    controller = NodeController(ShareSizer(predictor), ControlConfig(config.adjustment))
+    return NodeRuntime(config, controller, [0])
+
+
+def test_adopts_writes_shares_caps_and_links_the_lender(
+    tmp_path: Path, predictor: Predictor
+) -> None:
+    """After start-up, a tick writes both limits (caps from pod.json) and links the LC's usage."""
+    lc, be = _region(tmp_path, LC, 5000), _region(tmp_path, BE, 5000)
+    runtime = _runtime(tmp_path, predictor)
+    runtime.start()
+    assert set(runtime.containers) == {"lc", "be"}
+    runtime.tick()  # the rebuild period: nothing written
+    assert read_limits(lc).share_bp == 5000
+    runtime.tick()
+    lc_limits, be_limits = read_limits(lc), read_limits(be)
+    assert lc_limits.memory_bytes == (1024 << 20,)
+    assert be_limits.memory_bytes == (2048 << 20,)
+    assert lc_limits.share_bp + be_limits.share_bp == 10_000
+    assert be_limits.lent_bp == (lc_limits.share_bp,)
+    assert lender_path(be, 0).resolve() == (lc / "usage").resolve()
+
+
+def test_forgets_a_gone_region_and_adopts_a_new_one(tmp_path: Path, predictor: Predictor) -> None:
+    """A removed region is forgotten at the next scan; a new one with pod.json is adopted."""
+    _region(tmp_path, LC, 5000)
+    be = _region(tmp_path, BE, 5000)
+    runtime = _runtime(tmp_path, predictor)
+    runtime.start()
+    for path in be.iterdir():
+        path.unlink()
+    be.rmdir()
+    runtime.tick()
+    assert set(runtime.containers) == {"lc"}
+    (tmp_path / "half").mkdir()  # no pod.json yet: not adopted
+    create_region(tmp_path / "half", Limits((None,)))
+    _region(tmp_path, BE, 5000)
+    runtime.tick()
+    assert set(runtime.containers) == {"lc", "be"}
+    assert runtime.stats.forgotten == 1
+
+
+def test_a_restart_leaves_every_limit_as_it_was(tmp_path: Path, predictor: Predictor) -> None:
+    """A runtime starting over running containers writes nothing in its first period:
+    the limits files (generation included) stay byte for byte what they were."""
+    lc, be = _region(tmp_path, LC, 3700), _region(tmp_path, BE, 6300)
+    before = {p: (p / LIMITS_FILE).read_bytes() for p in (lc, be)}
+    runtime = _runtime(tmp_path, predictor)
+    runtime.start()
+    runtime.tick()
+    assert {p: (p / LIMITS_FILE).read_bytes() for p in before} == before
+    assert runtime.stats.writes == 0
+
+
+def test_the_rebuilt_state_continues_from_the_shares_in_force(predictor: Predictor) -> None:
+    """seed_unit then a step with quiet feedback (p99 between the relax and violation
+    ratios) gives back the share in force, whatever the unit held before."""
+    sizer = ShareSizer(predictor)
+    demand = LcDemand("resnet50", 50.0, 100.0, 8, 2.0)
+    quiet = LcObservation("lc", demand, p99_ms=0.7 * 50.0)
+    obs = GpuObservations(0, (quiet,), (BeObservation("be", "vgg16", 32),))
+    for current in (1500, 4000, 6000):
+        unit = AdjustmentUnit(sizer)
+        seed_unit(unit, obs, {"lc": current, "be": 10_000 - current})
+        split = unit.step(obs.lcs, obs.bes)
+        assert abs(split.lc_bp["lc"] - current) <= 100, current
+        assert not math.isnan(share_fraction(split.be_bp["be"]))
+
+
+def test_a_bad_pod_file_is_skipped_with_one_line(
+    tmp_path: Path, predictor: Predictor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A region whose pod.json lacks a field, or names another GPU, is not adopted; each is
+    said once on standard error, naming the region and the field."""
+    region = create_region(tmp_path / "broken", Limits((None,)))
+    (region / "pod.json").write_text('{"kind": "lc", "gpu": 0}')
+    _region(tmp_path, replace(BE, name="far", gpu=3), 5000)
+    runtime = _runtime(tmp_path, predictor)
+    runtime.start()
+    runtime.scan()
+    assert runtime.containers == {}
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2, err
+    assert "broken" in err[0]
+    assert "model" in err[0]
+    assert "far" in err[1]
+    assert "GPU 3" in err[1]
