@@ -12,10 +12,12 @@ screenshot. Used by tests/report and runnable by hand::
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -218,14 +220,22 @@ def load_page(page: Path, width: int = 1200, timeout_s: float = 120.0) -> PageRe
         raise FileNotFoundError(
             "chromium not found: run scripts/ensure-chromium.sh (apt-get install chromium)"
         )
-    with tempfile.TemporaryDirectory(prefix="arkgpu-chromium-") as profile:
+    # Chromium's helper processes may still write to the profile for a moment after
+    # the browser exits; the whole process group is stopped, and what is left of
+    # the profile is removed without failing the test.
+    with tempfile.TemporaryDirectory(
+        prefix="arkgpu-chromium-", ignore_cleanup_errors=True
+    ) as profile:
         args = [
             browser, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
+            "--disable-breakpad", "--disable-crash-reporter",
             "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank",
         ]  # fmt: skip
         log = Path(profile) / "stderr.log"
         with log.open("w") as err:
-            proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err)
+            proc = subprocess.Popen(
+                args, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
+            )
         try:
             ws = WebSocket(_devtools_url(proc, log, timeout_s), timeout_s)
             try:
@@ -233,12 +243,33 @@ def load_page(page: Path, width: int = 1200, timeout_s: float = 120.0) -> PageRe
             finally:
                 ws.close()
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _stop_group(proc)
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM chromium's process group, SIGKILL it after 10 s, and reap the browser."""
+    for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 30.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            continue
+        _wait_group_gone(proc.pid, wait_s)
+        return
+
+
+def _wait_group_gone(pgid: int, wait_s: float) -> None:
+    """Wait until no process of group ``pgid`` is left (helpers exit after the browser)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 def _devtools_url(proc: subprocess.Popen[bytes], log: Path, timeout_s: float) -> str:
