@@ -1,6 +1,7 @@
 # ArkGPU developer entry points. Every target creates .venv when missing.
-# `make demo` installs the package with what the demo needs ([bench]: plots and
-# the predictor's baselines); `make test` adds the test toolchain ([test]).
+# `make demo` installs the package with what the demo needs ([plots]: the core
+# and matplotlib); `make test` adds the benchmarks' extras and the test toolchain
+# ([test]).
 # Both are editable installs: the package build (setup.py) also builds the
 # limiter's native parts in src/arkgpu/limiter/native/build; `make native`
 # rebuilds them after a change to the C sources.
@@ -21,7 +22,7 @@ define install
 endef
 
 $(DEMO_STAMP): pyproject.toml setup.py
-	$(call install,bench)
+	$(call install,plots)
 	rm -f $(VENV)/.demo-*
 	touch $@
 
