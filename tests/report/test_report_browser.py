@@ -9,6 +9,7 @@ saying how to install it (scripts/ensure-chromium.sh), they are never skipped.
 from __future__ import annotations
 
 import io
+import json
 import re
 from pathlib import Path
 
@@ -164,3 +165,24 @@ def test_demo_refuses_bad_options_before_any_work(
         assert err.startswith("arkgpu: error: ")
         assert option in err
         assert len(err.splitlines()) == 1
+
+
+def test_demo_includes_the_node_runtime_part(chromium: str, tmp_path: Path) -> None:
+    """``arkgpu demo --only node``: the node runtime runs on the fake GPU (real processes);
+    the page shows its figure with what it measured, beside the benches it left out, and
+    its JSON holds the figures the node demo reports."""
+    out = tmp_path / "out"
+    assert main(["demo", "--only", "node", "--out", str(out)]) == 0
+    page = out / "report.html"
+    report = load_page(page)
+    assert report.errors == []
+    assert len(report.images) == 1
+    assert report.images[0]["decoded"]
+    text = page.read_text()
+    assert "Node runtime" in text
+    assert "arkgpu node demo" in text
+    assert text.count("not part of this run") == 4
+    doc = json.loads((out / "node.json").read_text())
+    assert set(doc["lc_p99_over_target_max"]) == {"high", "low", "high_again"}
+    assert 0.0 <= doc["be_busy_share_of_leftover"] <= 1.5
+    assert (out / "node-demo.png").is_file()

@@ -14,7 +14,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,8 +59,12 @@ class Section:
     failed: str | None = None
 
 
-def write_report(results: DemoResults, out: Path) -> Path:
-    """Write the PNGs, the JSON documents and ``report.html`` into ``out``; return the page."""
+def write_report(results: DemoResults, out: Path, extra: Sequence[Section] = ()) -> Path:
+    """Write the PNGs, the JSON documents and ``report.html`` into ``out``; return the page.
+
+    ``extra``: sections made by parts that ``arkgpu.bench`` may not run itself
+    (the node runtime's demo: bench never imports the node package), with
+    their figures already written into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     write_json(results, out)
     sections = [
@@ -68,6 +72,7 @@ def write_report(results: DemoResults, out: Path) -> Path:
         colocation_section(results, out),
         series_section(results, out),
         limiter_section(results, out),
+        *extra,
     ]
     page = out / "report.html"
     page.write_text(render_page(results, sections, out), encoding="utf-8")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from arkgpu.cli.options import OutputDir, integer, jobs_option, output_dir
 
-PARTS = ("placement", "colocation", "limiter")
+PARTS = ("placement", "colocation", "limiter", "node")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -54,10 +54,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
     config = dataclasses.replace(
         report.DemoConfig(), seeds=tuple(range(42, 42 + args.seeds)), jobs=args.jobs
     )
-    results = report.run_demo(config, tuple(args.only or ()))
+    only = tuple(args.only or PARTS)
+    benches = tuple(p for p in only if p != "node")
+    results = report.run_demo(config, benches) if benches else report.DemoResults(config)
     for line in report.summary_lines(results):
         print(line)
-    page = report_html.write_report(results, args.out.path)
+    extra: list[report_html.Section] = []
+    if "node" in only:
+        from arkgpu.cli import demo_node  # noqa: PLC0415 - the node runtime, after the benches
+
+        section, took = demo_node.node_section(args.out.path)
+        results.wall_s["node"] = took
+        if section.failed is not None:
+            results.failed["node"] = section.failed
+        print(demo_node.summary_line(section))
+        extra.append(section)
+    page = report_html.write_report(results, args.out.path, extra)
     print(f"Report: {page.resolve()} (figures as PNG and results as JSON beside it)")
     for part, reason in results.failed.items():
         print(f"arkgpu: error: demo part {part} did not run: {reason}", file=sys.stderr)
