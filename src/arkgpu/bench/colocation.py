@@ -264,12 +264,3 @@ def plot_arkgpu(result: RunResult, folder: Path) -> list[Path]:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [path]
-
-
-def demo_table(
-    seeds: Sequence[int] = (1,), modes: Sequence[str] = DEMO_MODES, jobs: int | None = None
-) -> str:
-    """The paper-scenario comparison as text, for ``arkgpu demo`` (about 3-4 min per seed
-    on one core of a 2-core CI machine; seeds run in parallel over ``jobs`` processes)."""
-    spec = BenchSpec("paper", tuple(modes), tuple(seeds))
-    return format_table(run_bench(spec, jobs))

@@ -28,16 +28,10 @@ from arkgpu.cli.placement_variants import register_variants
 from arkgpu.cli.tables import Column, console, label, make_table
 from arkgpu.sim.placing import ExperimentConfig, run_placement
 from arkgpu.traces.catalog import (
-    openb_search_dirs,
     published_allocation_curves,
     published_unallocated,
 )
 from arkgpu.traces.openb import load_nodes, load_pods
-
-
-def trace_dirs() -> list[Path]:
-    """Where openb names other than ``default`` are looked up (see :func:`openb_search_dirs`)."""
-    return openb_search_dirs()
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

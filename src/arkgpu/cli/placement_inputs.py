@@ -9,7 +9,7 @@ from pathlib import Path
 
 from arkgpu.cli.options import input_file, name_list, number, reading
 from arkgpu.placement import POLICIES
-from arkgpu.traces.catalog import TraceRef, default_node_list, resolve_pod_trace
+from arkgpu.traces.catalog import TraceRef, default_node_list, openb_search_dirs, resolve_pod_trace
 from arkgpu.traces.openb import load_nodes, load_pods
 
 INFLATE_MAX = 10.0
@@ -77,10 +77,8 @@ class Inputs:
 
 def resolve_trace(spec: str, option: str = "--trace") -> TraceRef:
     """Resolve ``spec`` and check that the file reads as a pod list."""
-    from arkgpu.cli.placement import trace_dirs  # noqa: PLC0415 (placement imports this module)
-
     with reading(option, spec):
-        trace = resolve_pod_trace(spec, trace_dirs())
+        trace = resolve_pod_trace(spec, openb_search_dirs())
     with reading(option, trace.path):
         load_pods(trace.path)
     return trace

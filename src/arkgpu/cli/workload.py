@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from arkgpu.cli.options import CliError, file_output, input_dir, integer, number
+from arkgpu.cli.options import CliError, file_output, input_dir, integer, number, seed_option
 
 MAX_SECONDS = 86_400.0
 """Longest run accepted, s."""
@@ -83,9 +83,7 @@ def register(subparsers: Any) -> None:
         default=2.0,
         help="batcher's queue delay, ms, 0 to 1000 (default 2)",
     )
-    lc.add_argument(
-        "--seed", metavar="N", type=integer(0), default=1, help="random seed (default 1)"
-    )
+    seed_option(lc, 1)
     lc.add_argument(
         "--log", metavar="PATH", type=file_output, help="one JSON line per request (default: none)"
     )
