@@ -24,9 +24,9 @@ def test_plot_writes_a_png_of_the_arkgpu_run(tmp_path: Path) -> None:
     doc = run_bench(
         BenchSpec(_scenario(tmp_path), ("mps", "arkgpu"), (1,)), jobs=1, keep_series=True
     )
-    paths = plot_arkgpu(doc["_arkgpu_run"], tmp_path / "plots")
-    assert len(paths) == 1
-    assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    path = plot_arkgpu(doc["_arkgpu_run"], tmp_path / "plots" / "arkgpu.png")
+    assert path == tmp_path / "plots" / "arkgpu.png"
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_sensitivity_reports_every_case_against_every_baseline(tmp_path: Path) -> None:

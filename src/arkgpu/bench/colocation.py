@@ -234,8 +234,9 @@ def json_ready(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if not k.startswith("_")}
 
 
-def plot_arkgpu(result: RunResult, folder: Path) -> list[Path]:
-    """PNG time series of the arkgpu run: load, LC share and p99 against target per service."""
+def plot_arkgpu(result: RunResult, path: Path) -> Path | None:
+    """PNG time series of the arkgpu run at ``path`` (its folder created): load, LC share and
+    p99 against target per service; None when the run kept no series."""
     import matplotlib  # noqa: PLC0415 - plotting is optional and slow to import
 
     matplotlib.use("Agg")
@@ -243,8 +244,8 @@ def plot_arkgpu(result: RunResult, folder: Path) -> list[Path]:
 
     series = result.series
     if series is None:
-        return []
-    folder.mkdir(parents=True, exist_ok=True)
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(3, 1, figsize=(10, 9), sharex=True)
     for i, name in enumerate(series.lc_names):
         axes[0].plot(series.t, series.lc_load_rps[:, i], label=name, lw=0.8)
@@ -260,7 +261,6 @@ def plot_arkgpu(result: RunResult, folder: Path) -> list[Path]:
     fig.suptitle(
         f"arkgpu on {result.scenario}, seed {result.seed} (simulated on measured V100 profiles)"
     )
-    path = folder / f"colocation-{result.scenario}-arkgpu.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return [path]
+    return path

@@ -4,9 +4,7 @@ and check the ``mps`` mode's fair-split assumption on measured data."""
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -159,12 +157,9 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _plot(run: Any, path: Path) -> None:
-    """Draw arkgpu's time series at ``path`` (the bench's plot writes into a folder)."""
-    with tempfile.TemporaryDirectory() as folder:
-        drawn = plot_arkgpu(run, Path(folder))
-        if drawn:
-            shutil.move(drawn[0], path)
-            print(f"wrote {path}", file=sys.stderr)
+    """Draw arkgpu's time series at ``path``."""
+    if plot_arkgpu(run, path) is not None:
+        print(f"wrote {path}", file=sys.stderr)
 
 
 def _sensitivity(args: argparse.Namespace) -> int:
