@@ -8,13 +8,13 @@ line naming the file and the field.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from arkgpu.colocation.adjusting import AdjustmentConfig
 from arkgpu.model.gpus import REFERENCE_GPU
+from arkgpu.model.settings import Parser, boolean, integer, number, parsed, path, read_toml, text
 
 LOCK_NAME = ".arkgpu-node.lock"
 """Name of the lock file in the regions directory (when ``lock_file`` is not set)."""
@@ -72,84 +72,34 @@ class NodeConfig:
         return self.lock_file or self.regions_dir / LOCK_NAME
 
 
-def _number(low: float, high: float | None = None) -> Any:
-    def parse(value: object) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TypeError(f"expected a number, got {value!r}")
-        if value <= low or (high is not None and value > high):
-            bound = f"> {low:g}" + (f" and <= {high:g}" if high is not None else "")
-            raise TypeError(f"expected a number {bound}, got {value!r}")
-        return float(value)
-
-    return parse
-
-
-def _integer(low: int) -> Any:
-    def parse(value: object) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise TypeError(f"expected an integer >= {low}, got {value!r}")
-        return value
-
-    return parse
-
-
-def _boolean(value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"expected true or false, got {value!r}")
-    return value
-
-
-def _text(value: object) -> str:
-    if not isinstance(value, str) or not value:
-        raise TypeError(f"expected a non-empty string, got {value!r}")
-    return value
-
-
-def _path(value: object) -> Path:
-    return Path(_text(value))
-
-
-PARSERS: dict[str, Any] = {
-    "regions_dir": _path,
-    "period_s": _number(0.0, 60.0),
-    "scan_every": _integer(1),
-    "lock_file": _path,
-    "predictor": _path,
-    "gpu_model": _text,
-    "nvml": _boolean,
-    "gpus": _integer(1),
-    "lend_idle_share": _boolean,
-    "metrics_port": _integer(0),
-    "metrics_address": _text,
-    "backstop": _text,
-    "backstop_margin_mib": _integer(0),
-    "backstop_grace_s": _number(0.0, 600.0),
+PARSERS: dict[str, Parser] = {
+    "regions_dir": path,
+    "period_s": number(0.0, 60.0),
+    "scan_every": integer(1),
+    "lock_file": path,
+    "predictor": path,
+    "gpu_model": text,
+    "nvml": boolean,
+    "gpus": integer(1),
+    "lend_idle_share": boolean,
+    "metrics_port": integer(0),
+    "metrics_address": text,
+    "backstop": text,
+    "backstop_margin_mib": integer(0),
+    "backstop_grace_s": number(0.0, 600.0),
 }
 """How each top-level field is read from TOML."""
 
-ADJUSTMENT_PARSERS: dict[str, Any] = {
-    "violation_ratio": _number(0.0, 10.0),
-    "relax_ratio": _number(0.0, 10.0),
-    "raise_step": _number(0.0, 1.0),
-    "release_step": _number(0.0, 1.0),
-    "max_boost": _number(0.0, 1.0),
-    "rate_smoothing": _number(0.0, 1.0),
-    "min_lc_bp": _integer(0),
+ADJUSTMENT_PARSERS: dict[str, Parser] = {
+    "violation_ratio": number(0.0, 10.0),
+    "relax_ratio": number(0.0, 10.0),
+    "raise_step": number(0.0, 1.0),
+    "release_step": number(0.0, 1.0),
+    "max_boost": number(0.0, 1.0),
+    "rate_smoothing": number(0.0, 1.0),
+    "min_lc_bp": integer(0),
 }
 """How each field of ``[adjustment]`` is read."""
-
-
-def _parsed(table: dict[str, Any], parsers: dict[str, Any], where: str) -> dict[str, Any]:
-    out = {}
-    for key, value in table.items():
-        if key not in parsers:
-            known = ", ".join(parsers)
-            raise ValueError(f"{where}unknown field {key!r} (known: {known})")
-        try:
-            out[key] = parsers[key](value)
-        except TypeError as exc:
-            raise ValueError(f"{where}field {key}: {exc}") from None
-    return out
 
 
 def config_from_dict(table: dict[str, Any], source: str = "config") -> NodeConfig:
@@ -158,8 +108,8 @@ def config_from_dict(table: dict[str, Any], source: str = "config") -> NodeConfi
     adjustment = top.pop("adjustment", {})
     if not isinstance(adjustment, dict):
         raise ValueError(f"{source}: field adjustment: expected a table, got {adjustment!r}")
-    values = _parsed(top, PARSERS, f"{source}: ")
-    law = _parsed(adjustment, ADJUSTMENT_PARSERS, f"{source}: [adjustment] ")
+    values = parsed(top, PARSERS, f"{source}: ")
+    law = parsed(adjustment, ADJUSTMENT_PARSERS, f"{source}: [adjustment] ")
     config = replace(NodeConfig(**values), adjustment=replace(AdjustmentConfig(), **law))
     if config.backstop not in ("off", "report", "kill", "evict"):
         raise ValueError(
@@ -177,15 +127,7 @@ def config_from_dict(table: dict[str, Any], source: str = "config") -> NodeConfi
 
 def load_config(path: Path) -> NodeConfig:
     """Read ``path`` (TOML); ValueError with one line naming the file and the field."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not a UTF-8 text file") from None
-    try:
-        table = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not valid TOML ({exc})") from None
-    return config_from_dict(table, str(path))
+    return config_from_dict(read_toml(path), str(path))
 
 
 def field_names() -> list[str]:
