@@ -88,7 +88,5 @@ def _other(request: AdmissionRequest, operations: tuple[str, ...]) -> Verdict | 
 
 def _pod(request: AdmissionRequest) -> PodView:
     if request.obj is None:
-        raise RequestError(
-            HTTPStatus.BAD_REQUEST, f"request.object: missing on {request.operation}"
-        )
+        raise RequestError(HTTPStatus.BAD_REQUEST, f"request.object: missing ({request.operation})")
     return pod_view(request.obj)
