@@ -110,6 +110,7 @@ def _installer(server: JsonServer) -> Callable[[ssl.SSLContext], None]:
 
 def serve(config: WebhookConfig) -> int:
     """Runs the webhook until SIGTERM or SIGINT; returns the exit status."""
+    running = start_webhook(config, CollectorRegistry())  # bad settings raise before any set-up
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     stopping = threading.Event()
 
@@ -118,7 +119,6 @@ def serve(config: WebhookConfig) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    running = start_webhook(config, CollectorRegistry())
     memory = "from node inventories" if running.watcher else f"{config.limits.max_gpu_memory_mib}"
     print(
         f"arkgpu webhook: https://{config.listen_address}:{running.port} "
