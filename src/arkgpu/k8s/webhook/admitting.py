@@ -10,6 +10,7 @@ v1 is refused with a 400 (:mod:`arkgpu.k8s.webhook.reviews`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
@@ -21,6 +22,8 @@ from arkgpu.k8s.webhook.mutating import Mutation, mutate
 from arkgpu.k8s.webhook.pods import PodView, pod_view
 from arkgpu.k8s.webhook.reviews import AdmissionRequest, Verdict, parse_review, review_response
 from arkgpu.k8s.webhook.validating import Rules, validate
+
+LOG = logging.getLogger(__name__)
 
 MUTATE_PATH = "/mutate"
 VALIDATE_PATH = "/validate"
@@ -73,6 +76,9 @@ class Admission:
     def _answer(self, webhook: str, request: AdmissionRequest, verdict: Verdict) -> dict[str, Any]:
         label = "allowed" if verdict.allowed else "denied"
         self._verdicts.labels(webhook, label, verdict.reason).inc()
+        if not verdict.allowed or verdict.patch:
+            pod = f"{request.namespace}/{request.name or '(generated name)'}"
+            LOG.info("%s %s %s: %s", webhook, label, pod, verdict.message)
         return review_response(request.uid, verdict)
 
 
