@@ -107,14 +107,20 @@ def _line(exc: BaseException) -> str:
 class NodeWatcher:
     """Keeps a :class:`GpuMemoryIndex` current from a list and watch of nodes (a thread)."""
 
-    def __init__(self, api: Any, index: GpuMemoryIndex) -> None:
-        from kubernetes import client, watch  # noqa: PLC0415
-
-        self._core: Any = client.CoreV1Api(api)  # typed loosely: its models' fields are Optional
-        self._watch: Any = watch.Watch()  # type: ignore[no-untyped-call]
-        self.index = index
+    def __init__(
+        self, core: Any, watch: Any, index: GpuMemoryIndex, retry_s: float = RETRY_S
+    ) -> None:
+        """``core``: a ``CoreV1Api``; ``watch``: a ``kubernetes.watch.Watch`` (fakes in tests)."""
+        self._core, self._watch, self.index, self.retry_s = core, watch, index, retry_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="node-watch", daemon=True)
+
+    @classmethod
+    def connect(cls, api: Any, index: GpuMemoryIndex) -> NodeWatcher:
+        """A watcher over ``api`` (a ``kubernetes.client.ApiClient``)."""
+        from kubernetes import client, watch  # noqa: PLC0415
+
+        return cls(client.CoreV1Api(api), watch.Watch(), index)  # type: ignore[no-untyped-call]
 
     def start(self) -> None:
         """Lists and watches on a background thread."""
@@ -130,8 +136,10 @@ class NodeWatcher:
             try:
                 self._watch_from(self._list())
             except Exception as exc:  # a lost API server must not end the thread: relist
-                LOG.warning("node list/watch failed, retrying in %.0f s: %s", RETRY_S, _line(exc))
-                self._stop.wait(RETRY_S)
+                LOG.warning(
+                    "node list/watch failed, retrying in %g s: %s", self.retry_s, _line(exc)
+                )
+                self._stop.wait(self.retry_s)
 
     def _list(self) -> str:
         nodes = self._core.list_node()

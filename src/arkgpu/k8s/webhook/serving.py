@@ -70,7 +70,7 @@ def start_webhook(config: WebhookConfig, registry: CollectorRegistry) -> Running
     watcher = None
     fixed = config.limits.max_gpu_memory_mib
     if fixed is None:
-        watcher = NodeWatcher(api_client(config.kubeconfig), GpuMemoryIndex())
+        watcher = NodeWatcher.connect(api_client(config.kubeconfig), GpuMemoryIndex())
     admission = Admission(
         Mutation(config.scheduler_name, config.defaults),
         rules,
