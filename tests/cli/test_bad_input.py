@@ -175,6 +175,40 @@ NODE_CASES: tuple[Case, ...] = (
     ),
 )
 
+WEBHOOK_CASES: tuple[Case, ...] = (
+    Case(
+        "webhook run --config: a missing file",
+        ("webhook", "run", "--config", "{tmp}/no.toml"),
+        "no.toml",
+        "--config",
+    ),
+    Case(
+        "webhook run --config: not TOML",
+        ("webhook", "run", "--config", "{bad_toml}"),
+        "{bad_toml}",
+        "--config",
+    ),
+    Case(
+        "webhook run --config: no serving certificate (HTTPS only)",
+        ("webhook", "run", "--config", "{webhook_no_tls}"),
+        "tls_cert_file",
+        "--config",
+    ),
+    Case(
+        "webhook run --config: an unknown QoS default",
+        ("webhook", "run", "--config", "{webhook_bad_qos}"),
+        "[defaults] field qos",
+        "--config",
+    ),
+    Case(
+        "webhook run --config: certificate files that do not exist",
+        ("webhook", "run", "--config", "{webhook_missing_cert}"),
+        "{tmp}/none.crt",
+        "--config",
+    ),
+)
+
+
 CASES: tuple[Case, ...] = (
     Case("no command group", (), "GROUP", "command"),
     Case("an unknown command group", ("nosuch",), "nosuch", "command"),
@@ -311,6 +345,7 @@ CASES: tuple[Case, ...] = (
         "--plot",
     ),
     *NODE_CASES,
+    *WEBHOOK_CASES,
 )
 
 
@@ -391,6 +426,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (tmp / "bad.toml").write_text("this is = = not toml\n")
     (tmp / "node_unknown.toml").write_text("nosuch = 1\n")
     (tmp / "node_badtype.toml").write_text('period_s = "fast"\n')
+    (tmp / "webhook_no_tls.toml").write_text("port = 9443\n")
+    tls = f'tls_cert_file = "{tmp}/none.crt"\ntls_key_file = "{tmp}/none.key"\n'
+    (tmp / "webhook_bad_qos.toml").write_text(tls + '[defaults]\nqos = "gold"\n')
+    (tmp / "webhook_missing_cert.toml").write_text(
+        tls + f'predictor = "{tmp}/predictor.json"\n[limits]\nmax_gpu_memory_mib = 1024\n'
+    )
     paper = (Path(__file__).parents[2] / "src/arkgpu/data/scenarios/paper.toml").read_text()
     (tmp / "unknown_model.toml").write_text(paper.replace('"alexnet"', '"nosuchnet"', 1))
     default_predictor().save(tmp / "predictor.json")
@@ -405,6 +446,9 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "bad_toml": str(tmp / "bad.toml"),
         "node_unknown": str(tmp / "node_unknown.toml"),
         "node_badtype": str(tmp / "node_badtype.toml"),
+        "webhook_no_tls": str(tmp / "webhook_no_tls.toml"),
+        "webhook_bad_qos": str(tmp / "webhook_bad_qos.toml"),
+        "webhook_missing_cert": str(tmp / "webhook_missing_cert.toml"),
         "unknown_model": str(tmp / "unknown_model.toml"),
         "missing": str(tmp / "missing.csv"),
         "predictor": str(tmp / "predictor.json"),
