@@ -131,6 +131,12 @@ def test_tls(tmp_path: Path) -> None:
         conn.request("POST", "/echo", b"[4]")
         answer = conn.getresponse()
         assert (answer.status, json.loads(answer.read())) == (200, {"echo": [4]})
+        conn.request("POST", "/nowhere", b"[" + b"0," * 100_000 + b"0]")  # an unread body: no reset
+        answer = conn.getresponse()
+        assert (answer.status, json.loads(answer.read())) == (
+            404,
+            {"error": "no such path '/nowhere'"},
+        )
         conn.close()
         with pytest.raises(ConnectionError):  # plain HTTP to a TLS port: the server hangs up
             _post(port, b"5")

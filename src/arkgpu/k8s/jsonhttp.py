@@ -224,9 +224,10 @@ class JsonServer:
         """Status and JSON answer of a POST to ``path``."""
         handler = self.routes.get(path.split("?", 1)[0])
         try:
+            body = read_body()  # read first: an answer over an unread body resets the connection
             if handler is None:
                 raise RequestError(HTTPStatus.NOT_FOUND, f"no such path {path[:100]!r}")
-            return HTTPStatus.OK, handler(_parse(read_body()))
+            return HTTPStatus.OK, handler(_parse(body))
         except RequestError as exc:
             return exc.status, {"error": str(exc)}
         except Exception as exc:  # a bug must not take the endpoint down: answer 500, log
