@@ -29,6 +29,8 @@ def serve(config: DevicePluginConfig) -> int:
     """Run the plugin until SIGTERM or SIGINT; returns the exit status."""
     if not config.kubelet_dir.is_dir():
         raise OSError(f"{config.kubelet_dir}: kubelet_dir is not a directory")
+    gpus: GpuSource = NvmlGpus() if config.nvml else AssumedGpus(config.gpus, config.gpu_memory_mib)
+    api = KubernetesApi(config.kubeconfig)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -36,8 +38,6 @@ def serve(config: DevicePluginConfig) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    gpus: GpuSource = NvmlGpus() if config.nvml else AssumedGpus(config.gpus, config.gpu_memory_mib)
-    api = KubernetesApi(config.kubeconfig)
     inventory = InventoryPublisher(api, config.node_name, now_rfc3339)
     plugin = DevicePlugin(config, gpus, api, inventory, log)
     log(
