@@ -49,7 +49,7 @@ def plugin_on_node(
         f'node_name = "{node}"\nkubeconfig = "{control_plane.admin_kubeconfig}"\n'
         f'kubelet_dir = "{root / "kubelet"}"\nregions_dir = "{root / "regions"}"\n'
         f'library_path = "{native.limiter_library()}"\n'
-        "inventory_period_s = 0.5\nkubelet_check_s = 0.2\n",
+        "inventory_period_s = 0.5\nkubelet_check_s = 0.2\nport = 0\n",
         encoding="utf-8",
     )
     env = native.container_env(None, root / "fakegpu", preload=False)

@@ -22,6 +22,7 @@ def test_defaults_and_node_name_from_environment() -> None:
     assert config.regions_dir == Path("/run/arkgpu/regions")
     assert config.library_path == Path("/usr/local/lib/arkgpu/libarkgpu_limiter.so")
     assert config.split_count == 10
+    assert (config.listen_address, config.port) == ("0.0.0.0", 9403)
     assert config.socket_path == Path("/var/lib/kubelet/device-plugins/arkgpu.sock")
     assert config.kubelet_socket == Path("/var/lib/kubelet/device-plugins/kubelet.sock")
 
@@ -32,7 +33,8 @@ def test_every_field_is_read(tmp_path: Path) -> None:
     file.write_text(
         'node_name = "n"\nkubeconfig = "/k"\nkubelet_dir = "/d"\nregions_dir = "/r"\n'
         'library_path = "/l.so"\nsplit_count = 4\ninventory_period_s = 2.5\n'
-        "kubelet_check_s = 0.5\nnvml = false\ngpus = 2\ngpu_memory_mib = 1024\n",
+        'kubelet_check_s = 0.5\nlisten_address = "127.0.0.1"\nport = 0\nnvml = false\n'
+        "gpus = 2\ngpu_memory_mib = 1024\n",
         encoding="utf-8",
     )
     config = load_config(file, {})
@@ -45,6 +47,8 @@ def test_every_field_is_read(tmp_path: Path) -> None:
         4,
         2.5,
         0.5,
+        "127.0.0.1",
+        0,
         False,
         2,
         1024,
@@ -61,6 +65,7 @@ def test_every_field_is_read(tmp_path: Path) -> None:
         ),
         ({"node_name": "n", "inventory_period_s": 0}, "f.toml: field inventory_period_s"),
         ({"node_name": "n", "nvml": "yes"}, "f.toml: field nvml: expected true or false"),
+        ({"node_name": "n", "port": 70000}, "f.toml: field port: expected an integer <= 65535"),
         ({"node_name": "n", "socket": "x"}, "f.toml: unknown field 'socket'"),
         ({"node_name": "n", "kubelet_dir": "/" + "d" * 120}, "f.toml: field kubelet_dir: too long"),
     ],

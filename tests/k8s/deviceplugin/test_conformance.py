@@ -16,9 +16,12 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,13 +53,14 @@ class Setup:
     kubelet: KubeletEmulator
     api: HttpApiServer
     process: subprocess.Popen[bytes]
+    port: int
     log: Path
     fake_state: Path
     regions: Path
     library: Path
 
 
-def _config(root: Path, kubeconfig: Path, regions: Path, library: Path) -> Path:
+def _config(root: Path, kubeconfig: Path, regions: Path, library: Path, port: int) -> Path:
     text = f"""
 node_name = "{NODE}"
 kubeconfig = "{kubeconfig}"
@@ -66,10 +70,26 @@ library_path = "{library}"
 split_count = {SPLIT}
 inventory_period_s = 0.2
 kubelet_check_s = 0.2
+listen_address = "127.0.0.1"
+port = {port}
 """
     path = root / "plugin.toml"
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
 
 
 @pytest.fixture
@@ -86,7 +106,8 @@ def setup() -> Iterator[Setup]:
     env.update(FAKEGPU_DEVICES="2", FAKEGPU_MEM_MIB="8192")
     library = native.limiter_library()
     with serving(api, root / "kubeconfig") as _:
-        config = _config(root, root / "kubeconfig", root / "regions", library)
+        port = _free_port()
+        config = _config(root, root / "kubeconfig", root / "regions", library, port)
         arkgpu = Path(sys.executable).with_name("arkgpu")
         log = root / "plugin.log"
         with log.open("wb") as sink:
@@ -96,7 +117,7 @@ def setup() -> Iterator[Setup]:
                 stderr=sink,
             )
         try:
-            yield Setup(kubelet, api, process, log, fake_state, root / "regions", library)
+            yield Setup(kubelet, api, process, port, log, fake_state, root / "regions", library)
         finally:
             if process.poll() is None:
                 process.kill()
@@ -198,6 +219,18 @@ def test_allocate_gives_the_assigned_gpu_region_env_mounts_and_devices(setup: Se
     assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert f"no pod bound to node {NODE} waits for 1 nvidia.com/gpu" in refused.value.details()
 
+    assert _get(setup.port, "/healthz") == (200, "ok\n")
+    assert _get(setup.port, "/readyz") == (200, "ok\n")
+    status, metrics = _get(setup.port, "/metrics")
+    assert status == 200
+    for line in (
+        "arkgpu_device_plugin_registrations_total 1",
+        "arkgpu_device_plugin_allocations_total 1",
+        "arkgpu_device_plugin_allocate_refusals_total 1",
+        'arkgpu_device_plugin_gpus{health="healthy"} 2',
+    ):
+        assert line in metrics.splitlines()
+
 
 def test_reregisters_after_kubelet_restart_and_leaves_on_sigterm(setup: Setup) -> None:
     """The kubelet restarts (every socket deleted, a new kubelet.sock): the plugin serves a
@@ -205,6 +238,9 @@ def test_reregisters_after_kubelet_restart_and_leaves_on_sigterm(setup: Setup) -
     socket removed."""
     kubelet = setup.kubelet
     kubelet.wait(lambda: kubelet.latest().lists if kubelet.endpoints else None, WAIT_S, "list")
+    kubelet.stop()
+    (kubelet.directory / "kubelet.sock").unlink(missing_ok=True)  # gRPC may remove it
+    assert _get(setup.port, "/readyz") == (503, "not registered\n")
     kubelet.restart()
     kubelet.wait(lambda: len(kubelet.endpoints) >= 2, WAIT_S, "registration after restart")
     kubelet.wait(lambda: kubelet.endpoints[-1].lists, WAIT_S, "list after restart")

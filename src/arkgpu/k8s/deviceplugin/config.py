@@ -48,6 +48,11 @@ class DevicePluginConfig:
     """How often the plugin checks that ``kubelet.sock`` and its own socket are the ones
     it registered with, seconds (default 1): a restarted kubelet gets the plugin back
     within about this long."""
+    listen_address: str = "0.0.0.0"
+    """Address of the ``/healthz``, ``/readyz`` and ``/metrics`` endpoint (default 0.0.0.0:
+    the kubelet's probes and Prometheus reach the pod's IP)."""
+    port: int = 9403
+    """TCP port of that endpoint (default 9403; 0: no endpoint)."""
     nvml: bool = True
     """Ask NVML (nvidia-ml-py) for the GPUs and their health (default true). False serves
     ``gpus`` assumed healthy GPUs of ``gpu_memory_mib`` each (tests, dry runs)."""
@@ -83,6 +88,8 @@ PARSERS: dict[str, Parser] = {
     "split_count": integer(1, 1000),
     "inventory_period_s": number(0.0, 86_400.0),
     "kubelet_check_s": number(0.0, 60.0),
+    "listen_address": text,
+    "port": integer(0, 65_535),
     "nvml": boolean,
     "gpus": integer(1, 64),
     "gpu_memory_mib": integer(1),

@@ -61,6 +61,8 @@ class DevicePlugin:
         self._kubelet: tuple[int, int] | None = None
         self.registrations = 0
         """Successful Register calls so far."""
+        self.last_tick = time.monotonic()
+        """When the loop last checked the kubelet (monotonic seconds): liveness."""
 
     def scan(self) -> tuple[InventoryGpu, ...]:
         """Ask NVML for the GPUs; update the devices and the inventory when they changed."""
@@ -135,9 +137,15 @@ class DevicePlugin:
                     self._rescan()
                     next_scan = time.monotonic() + self.config.inventory_period_s
                 self.check_kubelet()
+                self.last_tick = time.monotonic()
                 stop.wait(self.config.kubelet_check_s)
         finally:
             self.close()
+
+    @property
+    def registered(self) -> bool:
+        """Registered with the kubelet now serving ``kubelet.sock``."""
+        return self._kubelet is not None and self._kubelet == identity(self.config.kubelet_socket)
 
     def close(self) -> None:
         """End the streams, stop serving and remove the socket (if still ours)."""

@@ -77,6 +77,10 @@ class DevicePluginService(DevicePluginServicer):
     ) -> None:
         self.config, self.board, self.pods, self.log, self.clock = config, board, pods, log, clock
         self._allocating = threading.Lock()
+        self.allocations = 0
+        """Containers allocated so far."""
+        self.refusals = 0
+        """Allocate calls answered with an error so far."""
 
     def GetDevicePluginOptions(  # noqa: N802 (the proto's name)
         self, request: pb.Empty, context: grpc.ServicerContext
@@ -128,9 +132,11 @@ class DevicePluginService(DevicePluginServicer):
             try:
                 answers = [self._allocate(list(c.devices_ids)) for c in request.container_requests]
             except AllocationError as exc:
+                self.refusals += 1
                 self.log(str(exc))
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
             except Exception as exc:  # the API server or the disk: told to the kubelet
+                self.refusals += 1
                 message = f"arkgpu device plugin: Allocate failed: {_one_line(exc)}"
                 self.log(message)
                 context.abort(grpc.StatusCode.UNAVAILABLE, message)
@@ -147,6 +153,7 @@ class DevicePluginService(DevicePluginServicer):
         self.pods.annotate_pod(
             chosen.pod.namespace, chosen.pod.name, {contract.ANNOTATION_ALLOCATED: self.clock()}
         )
+        self.allocations += 1
         self.log(f"allocated pod {chosen.pod.key} container {chosen.container}: region {region}")
         return container_response(chosen, region, self.config.library_path)
 

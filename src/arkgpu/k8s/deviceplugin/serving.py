@@ -15,6 +15,7 @@ from types import FrameType
 from arkgpu.k8s.deviceplugin.apiserver import KubernetesApi
 from arkgpu.k8s.deviceplugin.config import DevicePluginConfig
 from arkgpu.k8s.deviceplugin.gpus import AssumedGpus, GpuSource, NvmlGpus
+from arkgpu.k8s.deviceplugin.health import serve_health
 from arkgpu.k8s.deviceplugin.plugin import DevicePlugin
 from arkgpu.k8s.deviceplugin.service import now_rfc3339
 from arkgpu.k8s.inventory import InventoryPublisher
@@ -44,9 +45,13 @@ def serve(config: DevicePluginConfig) -> int:
         f"node {config.node_name}, {config.split_count} devices per GPU, "
         f"regions {config.regions_dir}"
     )
+    health = serve_health(plugin, config.listen_address, config.port) if config.port else None
     try:
         plugin.run(stop)
     finally:
+        if health is not None:
+            health.shutdown()
+            health.server_close()
         api.close()
         if isinstance(gpus, NvmlGpus):
             gpus.close()
