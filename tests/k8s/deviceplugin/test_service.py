@@ -69,8 +69,10 @@ def running() -> Iterator[Running]:
         inventory_period_s=0.1,
         kubelet_check_s=0.1,
     )
-    api, gpus = MemoryApi(), Gpus()
-    plugin = DevicePlugin(config, gpus, api, InventoryPublisher(api, NODE, lambda: "t"), print)
+    api, gpus, logs = MemoryApi(), Gpus(), list[str]()
+    plugin = DevicePlugin(
+        config, gpus, api, InventoryPublisher(api, NODE, lambda: "t"), logs.append
+    )
     stop = threading.Event()
     thread = threading.Thread(target=plugin.run, args=(stop,), daemon=True)
     thread.start()
@@ -145,3 +147,22 @@ def test_failures_reach_the_kubelet_as_readable_errors(running: Running) -> None
         )
     assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "pod ns/q: assigned GPU GPU-assumed-1 is unhealthy on node n1" in refused.value.details()
+
+
+def test_regions_of_deleted_pods_are_removed_others_kept(running: Running) -> None:
+    """A pod deleted from the API server: its region goes at a later scan. A live pod's region
+    and a region the plugin did not create (no pod UID in its pod.json) stay."""
+    running.api.pods += [_pod("gone", "1", 0, 5000), _pod("stays", "2", 1, 5000)]
+    foreign = running.root / "r" / "demo_container"
+    foreign.mkdir(parents=True)
+    (foreign / "pod.json").write_text('{"kind": "be", "gpu": 0, "model": "m"}')
+    running.kubelet.start()
+    _registered(running)
+    running.kubelet.admit(1)
+    running.kubelet.admit(1)
+    regions = running.root / "r"
+    assert (regions / "ns_gone_c").is_dir()
+    running.api.pods = [p for p in running.api.pods if p.name != "gone"]
+    running.kubelet.wait(lambda: not (regions / "ns_gone_c").exists(), WAIT_S, "region removed")
+    assert (regions / "ns_stays_c" / "limits").is_file()
+    assert foreign.is_dir()

@@ -20,6 +20,9 @@ from arkgpu.k8s.deviceplugin.devices import gpu_of
 from arkgpu.limiter.region import Limits
 
 MIB = 1 << 20
+OWNER_KEY = "pod_uid"
+"""Key of ``pod.json`` naming the pod a region was allocated for (the node runtime ignores
+it; the plugin removes the region once no pod on the node has that UID)."""
 
 
 class AllocationError(Exception):
@@ -128,6 +131,7 @@ def pod_description(pending: Pending) -> dict[str, Any]:
         "gpu": first.index,
         "model": notes.get(contract.ANNOTATION_MODEL, "unknown"),
         "memory_mib": first.memory_mib or None,
+        OWNER_KEY: pending.pod.uid,
     }
     if pending.assignment.qos == contract.QOS_LC:
         where = f"pod {pending.pod.key}"

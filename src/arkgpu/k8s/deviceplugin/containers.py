@@ -12,14 +12,24 @@ The container gets:
   library writes ``usage``) and over it the ``limits`` file (read-only);
 - device nodes: ``/dev/nvidia<index>`` of each assigned GPU, ``/dev/nvidiactl``,
   ``/dev/nvidia-uvm``, ``/dev/nvidia-uvm-tools``.
+
+A region's ``pod.json`` names its pod's UID; once no pod on the node has it
+(the pod was deleted), the region is removed.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
-from arkgpu.k8s.deviceplugin.allocating import Pending, limits_of, pod_description, region_name
+from arkgpu.k8s.deviceplugin.allocating import (
+    OWNER_KEY,
+    Pending,
+    limits_of,
+    pod_description,
+    region_name,
+)
 from arkgpu.k8s.deviceplugin.wire import pb
 from arkgpu.limiter.region import LIMITS_FILE, create_region
 
@@ -67,3 +77,28 @@ def container_response(
     nodes = [f"/dev/nvidia{g.index}" for g in pending.assignment.gpus] + list(CONTROL_DEVICES)
     devices = [pb.DeviceSpec(container_path=n, host_path=n, permissions="rw") for n in nodes]
     return pb.ContainerAllocateResponse(envs=envs, mounts=mounts, devices=devices)
+
+
+def allocated_regions(regions_dir: Path) -> dict[Path, str]:
+    """Regions this plugin created (their ``pod.json`` names a pod UID) -> that UID."""
+    found = {}
+    for folder in sorted(regions_dir.glob("*/")):
+        try:
+            body = json.loads((folder / POD_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        owner = body.get(OWNER_KEY) if isinstance(body, dict) else None
+        if isinstance(owner, str) and owner:
+            found[folder] = owner
+    return found
+
+
+def remove_orphans(regions: dict[Path, str], live_uids: set[str]) -> list[Path]:
+    """Delete the regions in ``regions`` whose pod is not in ``live_uids``; those deleted.
+
+    ``regions`` must be listed before the pods were: a region created since is not in it.
+    """
+    gone = [folder for folder, uid in regions.items() if uid not in live_uids]
+    for folder in gone:
+        shutil.rmtree(folder, ignore_errors=True)
+    return gone

@@ -5,7 +5,8 @@ socket with those it registered with. A kubelet that restarts deletes every
 socket in its directory and creates a new ``kubelet.sock``: the plugin then
 serves a fresh socket and registers again, as NVIDIA's plugin does. Every
 ``inventory_period_s`` it asks NVML again for the GPUs; a change reaches the
-kubelet through ListAndWatch and the cluster through the inventory annotation.
+kubelet through ListAndWatch and the cluster through the inventory annotation,
+and the regions of pods no longer on the node are removed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import grpc
 from arkgpu.k8s.contract import RESOURCE_GPU, InventoryGpu
 from arkgpu.k8s.deviceplugin.apiserver import PodApi
 from arkgpu.k8s.deviceplugin.config import SOCKET_NAME, DevicePluginConfig
+from arkgpu.k8s.deviceplugin.containers import allocated_regions, remove_orphans
 from arkgpu.k8s.deviceplugin.gpus import GpuSource
 from arkgpu.k8s.deviceplugin.service import DeviceBoard, DevicePluginService, options
 from arkgpu.k8s.deviceplugin.wire import API_VERSION, add_device_plugin, pb, register, unix_target
@@ -55,6 +57,7 @@ class DevicePlugin:
     ) -> None:
         self.config, self.gpus, self.inventory, self.log = config, gpus, inventory, log
         self.board = DeviceBoard()
+        self.pods = pods
         self.service = DevicePluginService(config, self.board, pods, log)
         self._server: grpc.Server | None = None
         self._own: tuple[int, int] | None = None
@@ -88,6 +91,22 @@ class DevicePlugin:
             self.log(f"every GPU marked unhealthy: {exc}")
             gpus = self.board.snapshot()[1]
             self.board.update(tuple(replace(g, healthy=False) for g in gpus))
+        self.collect_regions()
+
+    def collect_regions(self) -> None:
+        """Remove the regions of pods no longer on the node (kept when the API server fails)."""
+        if not self.config.regions_dir.is_dir():
+            return
+        regions = allocated_regions(self.config.regions_dir)
+        if not regions:
+            return
+        try:
+            pods = self.pods.pods_on_node(self.config.node_name)
+        except Exception as exc:  # the API server: tried again at the next scan
+            self.log(f"regions not collected: {type(exc).__name__}")
+            return
+        for folder in remove_orphans(regions, {p.uid for p in pods}):
+            self.log(f"removed region {folder} (its pod is gone)")
 
     def check_kubelet(self) -> None:
         """Serve a fresh socket if ours is gone; register if the kubelet is new."""
