@@ -46,6 +46,10 @@ BENCH_ONLY = (
     "arkgpu.predictor.plotting",
 )
 
+#: Modules that need the ``k8s`` extra (grpcio, protobuf): the kubelet device
+#: plugin and its generated stubs.
+K8S_ONLY = ("arkgpu.k8s.deviceplugin", "arkgpu.k8s.proto")
+
 #: Imports every arkgpu module but those under the prefixes given as
 #: arguments; prints as JSON the ones that failed and the benchmark libraries
 #: that the others loaded.
@@ -174,7 +178,7 @@ def test_wheel_alone_in_a_fresh_environment_runs_the_limiter_bench(
     venv.EnvBuilder(with_pip=True).create(env)
     python = str(env / "bin" / "python")
     _run([python, "-m", "pip", "install", "-q", str(wheel)], reachable_tmp, timeout=600)
-    imported = json.loads(_run([python, "-c", IMPORT_ALL, *BENCH_ONLY], reachable_tmp))
+    imported = json.loads(_run([python, "-c", IMPORT_ALL, *BENCH_ONLY, *K8S_ONLY], reachable_tmp))
     assert imported == {"failed": {}, "loaded": []}
 
     _run([python, "-m", "pip", "install", "-q", f"{wheel}[bench]"], reachable_tmp, timeout=600)
