@@ -100,6 +100,41 @@ def _scenario_cases() -> Iterator[Case]:
             )
 
 
+DP = ("device-plugin", "run", "--config")
+DEVICE_PLUGIN_CASES: tuple[Case, ...] = (
+    Case(
+        "device-plugin run --config: a missing file", (*DP, "{tmp}/no.toml"), "no.toml", "--config"
+    ),
+    Case("device-plugin run --config: not TOML", (*DP, "{bad_toml}"), "{bad_toml}", "--config"),
+    Case(
+        "device-plugin run --config: an unknown field", (*DP, "{dp_unknown}"), "nosuch", "--config"
+    ),
+    Case(
+        "device-plugin run --config: a field of the wrong type",
+        (*DP, "{dp_badtype}"),
+        "split_count",
+        "--config",
+    ),
+    Case(
+        "device-plugin run --config: an empty node name",
+        (*DP, "{dp_nonode}"),
+        "node_name",
+        "--config",
+    ),
+    Case(
+        "device-plugin run --config: no kubelet directory",
+        (*DP, "{dp_nokubelet}"),
+        "kubelet_dir",
+        "--config",
+    ),
+    Case(
+        "device-plugin run --config: a kubeconfig that does not exist",
+        (*DP, "{dp_nokubeconfig}"),
+        "kubeconfig",
+        "--config",
+    ),
+)
+
 NODE_CASES: tuple[Case, ...] = (
     Case(
         "node run --config: a missing file",
@@ -346,6 +381,7 @@ CASES: tuple[Case, ...] = (
     ),
     *NODE_CASES,
     *WEBHOOK_CASES,
+    *DEVICE_PLUGIN_CASES,
 )
 
 
@@ -432,6 +468,13 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (tmp / "webhook_missing_cert.toml").write_text(
         tls + f'predictor = "{tmp}/predictor.json"\n[limits]\nmax_gpu_memory_mib = 1024\n'
     )
+    (tmp / "dp_unknown.toml").write_text('node_name = "n"\nnosuch = 1\n')
+    (tmp / "dp_badtype.toml").write_text('node_name = "n"\nsplit_count = "ten"\n')
+    (tmp / "dp_nonode.toml").write_text('node_name = ""\n')
+    (tmp / "dp_nokubelet.toml").write_text(f'node_name = "n"\nkubelet_dir = "{tmp}/nodir"\n')
+    (tmp / "dp_nokubeconfig.toml").write_text(
+        f'node_name = "n"\nkubelet_dir = "{tmp}"\nkubeconfig = "{tmp}/no.kubeconfig"\n'
+    )
     paper = (Path(__file__).parents[2] / "src/arkgpu/data/scenarios/paper.toml").read_text()
     (tmp / "unknown_model.toml").write_text(paper.replace('"alexnet"', '"nosuchnet"', 1))
     default_predictor().save(tmp / "predictor.json")
@@ -450,6 +493,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "webhook_bad_qos": str(tmp / "webhook_bad_qos.toml"),
         "webhook_missing_cert": str(tmp / "webhook_missing_cert.toml"),
         "unknown_model": str(tmp / "unknown_model.toml"),
+        **{k: str(tmp / f"{k}.toml") for k in ("dp_unknown", "dp_badtype", "dp_nonode")},
+        **{k: str(tmp / f"{k}.toml") for k in ("dp_nokubelet", "dp_nokubeconfig")},
         "missing": str(tmp / "missing.csv"),
         "predictor": str(tmp / "predictor.json"),
         "profiles": str(default_profile_dir()),

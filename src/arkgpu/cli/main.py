@@ -34,8 +34,9 @@ GROUPS: dict[str, str] = {
     "node": "the node runtime: run it, demo it on a fake GPU",
     "workload": "test workloads on the fake GPU (LC and BE)",
     "webhook": "admission webhook: GPU pods to ArkGPU's scheduler, bad ones refused",
+    "device-plugin": "the kubelet device plugin and node GPU inventory: run it",
 }
-"""Command groups, each a module ``arkgpu.cli.<name>``, in help order."""
+"""Command groups, each a module ``arkgpu.cli.<name>`` (``-`` spelled ``_``), in help order."""
 
 USAGE_ERROR = 2
 """Exit status of bad input (as argparse uses)."""
@@ -71,7 +72,7 @@ def build_parser(groups: Sequence[str] | None = None) -> argparse.ArgumentParser
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="GROUP")
     for name, summary in GROUPS.items():
         if groups is None or name in groups:
-            import_module(f"arkgpu.cli.{name}").register(subparsers)
+            import_module(f"arkgpu.cli.{name.replace('-', '_')}").register(subparsers)
         else:
             subparsers.add_parser(name, help=summary)
     return parser

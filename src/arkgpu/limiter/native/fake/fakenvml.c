@@ -33,6 +33,18 @@ static int valid(nvmlDevice_t d) {
     return i >= 0 && (unsigned)i < fakegpu_num_devices();
 }
 
+/* Health (the device plugin's tests): while the file "$FAKEGPU_STATE.lost-<index>" exists,
+ * the device's UUID and memory queries answer NVML_ERROR_GPU_IS_LOST, as NVML does for a
+ * GPU that fell off the bus. */
+#define FAKE_NVML_ERROR_GPU_IS_LOST 15
+static int lost(nvmlDevice_t d) {
+    const char *state = getenv("FAKEGPU_STATE");
+    char path[4096];
+    snprintf(path, sizeof path, "%s.lost-%d", state && *state ? state : "/dev/shm/arkgpu-fakegpu",
+             index_of(d));
+    return access(path, F_OK) == 0;
+}
+
 EXPORT nvmlReturn_t nvmlInit_v2(void) {
     fakegpu_check(pthread_once(&g.once, init_once), "pthread_once");
     return g.st ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
@@ -60,12 +72,14 @@ EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned len) 
 }
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
     if (!valid(d)) return NVML_ERROR_INVALID_ARGUMENT;
+    if (lost(d)) return FAKE_NVML_ERROR_GPU_IS_LOST;
     m->total = m->free = fakegpu_total_mem();
     m->used = 0;
     return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m) {
     if (!valid(d)) return NVML_ERROR_INVALID_ARGUMENT;
+    if (lost(d)) return FAKE_NVML_ERROR_GPU_IS_LOST;
     m->total = m->free = fakegpu_total_mem();
     m->used = m->reserved = 0;
     return NVML_SUCCESS;
@@ -91,6 +105,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilizatio
 }
 EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned len) {
     if (!valid(d)) return NVML_ERROR_INVALID_ARGUMENT;
+    if (lost(d)) return FAKE_NVML_ERROR_GPU_IS_LOST;
     snprintf(uuid, len, "GPU-fake-%d", index_of(d));
     return NVML_SUCCESS;
 }

@@ -1,0 +1,120 @@
+"""What the device plugin and the inventory ask of the API server, behind a Protocol.
+
+Three calls: the pods bound to this node, a merge patch of a pod's
+annotations, a merge patch of the node's annotations. Unit tests use an
+in-memory implementation; :class:`KubernetesApi` is the real one, over the
+official ``kubernetes`` client (JSON merge patches of ``metadata.annotations``
+only, so nothing else a controller owns is touched).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+MERGE_PATCH = "application/merge-patch+json"
+"""Content type of a JSON merge patch (RFC 7386)."""
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """The parts of a pod Allocate needs."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    """``spec.nodeName`` (empty: not bound)."""
+    created: str
+    """``metadata.creationTimestamp``, RFC 3339 (sorts in time order)."""
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    containers: tuple[tuple[str, Mapping[str, str]], ...] = ()
+    """Each container's name and ``resources.limits``, in order."""
+    deleting: bool = False
+    """``metadata.deletionTimestamp`` is set."""
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``, for messages."""
+        return f"{self.namespace}/{self.name}"
+
+
+class PodApi(Protocol):
+    """The device plugin's side of the API server."""
+
+    def pods_on_node(self, node: str) -> list[PodInfo]:
+        """Every pod bound to ``node``."""
+        ...
+
+    def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        """Merge ``annotations`` into the pod's."""
+        ...
+
+
+class NodeApi(Protocol):
+    """The inventory's side of the API server."""
+
+    def annotate_node(self, node: str, annotations: dict[str, str]) -> None:
+        """Merge ``annotations`` into the node's."""
+        ...
+
+
+class KubernetesApi:
+    """:class:`PodApi` and :class:`NodeApi` over the official ``kubernetes`` client."""
+
+    def __init__(self, kubeconfig: Path | None) -> None:
+        from kubernetes import client, config  # noqa: PLC0415 (the [k8s] extra)
+
+        try:
+            if kubeconfig is None:
+                config.load_incluster_config()  # type: ignore[no-untyped-call]
+                self._client = client.ApiClient()
+            else:
+                load = config.new_client_from_config
+                self._client = load(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+        except (config.ConfigException, OSError) as exc:
+            where = (
+                f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster config (no kubeconfig)"
+            )
+            raise ValueError(f"{where}: {' '.join(str(exc).split())}") from None
+        self._core = client.CoreV1Api(self._client)
+
+    def pods_on_node(self, node: str) -> list[PodInfo]:
+        """Every pod bound to ``node`` (a field selector on ``spec.nodeName``)."""
+        listed = self._core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
+        return [_pod_info(p) for p in listed.items]
+
+    def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        """A JSON merge patch of the pod's annotations."""
+        body = {"metadata": {"annotations": annotations}}
+        self._core.patch_namespaced_pod(name, namespace, body, _content_type=MERGE_PATCH)
+
+    def annotate_node(self, node: str, annotations: dict[str, str]) -> None:
+        """A JSON merge patch of the node's annotations."""
+        body = {"metadata": {"annotations": annotations}}
+        self._core.patch_node(node, body, _content_type=MERGE_PATCH)
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self._client.close()  # type: ignore[no-untyped-call]
+
+
+def _pod_info(pod: Any) -> PodInfo:
+    meta, spec = pod.metadata, pod.spec
+    created = meta.creation_timestamp
+    containers = tuple(
+        (c.name, dict((c.resources.limits if c.resources else None) or {}))
+        for c in spec.containers or []
+    )
+    return PodInfo(
+        namespace=meta.namespace,
+        name=meta.name,
+        uid=meta.uid or "",
+        node=spec.node_name or "",
+        created=created.isoformat() if created is not None else "",
+        annotations=dict(meta.annotations or {}),
+        containers=containers,
+        deleting=meta.deletion_timestamp is not None,
+    )

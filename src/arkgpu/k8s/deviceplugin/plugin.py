@@ -1,0 +1,174 @@
+"""The plugin's life: serve its socket, register with the kubelet, follow kubelet restarts.
+
+Every ``kubelet_check_s`` the plugin compares ``kubelet.sock`` and its own
+socket with those it registered with. A kubelet that restarts deletes every
+socket in its directory and creates a new ``kubelet.sock``: the plugin then
+serves a fresh socket and registers again, as NVIDIA's plugin does. Every
+``inventory_period_s`` it asks NVML again for the GPUs; a change reaches the
+kubelet through ListAndWatch and the cluster through the inventory annotation,
+and the regions of pods no longer on the node are removed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent import futures
+from dataclasses import replace
+from pathlib import Path
+
+import grpc
+
+from arkgpu.k8s.contract import RESOURCE_GPU, InventoryGpu
+from arkgpu.k8s.deviceplugin.apiserver import PodApi
+from arkgpu.k8s.deviceplugin.config import SOCKET_NAME, DevicePluginConfig
+from arkgpu.k8s.deviceplugin.containers import allocated_regions, remove_orphans
+from arkgpu.k8s.deviceplugin.gpus import GpuSource
+from arkgpu.k8s.deviceplugin.service import DeviceBoard, DevicePluginService, options
+from arkgpu.k8s.deviceplugin.wire import API_VERSION, add_device_plugin, pb, register, unix_target
+from arkgpu.k8s.inventory import InventoryPublisher
+
+REGISTER_TIMEOUT_S = 10.0
+"""How long a Register call may take before it is tried again at the next check."""
+WORKERS = 8
+"""gRPC worker threads: one per open ListAndWatch stream, the rest for the other calls."""
+
+
+def identity(path: Path) -> tuple[int, int] | None:
+    """Which file is at ``path`` (inode and change time), None when nothing is."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_ctime_ns
+
+
+class DevicePlugin:
+    """One node's device plugin and inventory agent."""
+
+    def __init__(
+        self,
+        config: DevicePluginConfig,
+        gpus: GpuSource,
+        pods: PodApi,
+        inventory: InventoryPublisher,
+        log: Callable[[str], None],
+    ) -> None:
+        self.config, self.gpus, self.inventory, self.log = config, gpus, inventory, log
+        self.board = DeviceBoard()
+        self.pods = pods
+        self.service = DevicePluginService(config, self.board, pods, log)
+        self._server: grpc.Server | None = None
+        self._own: tuple[int, int] | None = None
+        self._kubelet: tuple[int, int] | None = None
+        self.registrations = 0
+        """Successful Register calls so far."""
+        self.last_tick = time.monotonic()
+        """When the loop last checked the kubelet (monotonic seconds): liveness."""
+
+    def scan(self) -> tuple[InventoryGpu, ...]:
+        """Ask NVML for the GPUs; update the devices and the inventory when they changed."""
+        gpus = self.gpus.scan()
+        if self.board.update(gpus):
+            healthy = sum(g.healthy for g in gpus)
+            self.log(f"{len(gpus)} GPU(s), {healthy} healthy: devices updated")
+        try:
+            if self.inventory.publish(gpus):
+                self.log(f"inventory published on node {self.config.node_name}")
+        except Exception as exc:  # the API server: tried again at the next scan
+            self.log(
+                f"inventory not published (retried in {self.config.inventory_period_s:g} s):"
+                f" {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            )
+        return gpus
+
+    def _rescan(self) -> None:
+        """A scan after the first: NVML failing as a whole makes every GPU unhealthy."""
+        try:
+            self.scan()
+        except OSError as exc:
+            self.log(f"every GPU marked unhealthy: {exc}")
+            gpus = self.board.snapshot()[1]
+            self.board.update(tuple(replace(g, healthy=False) for g in gpus))
+        self.collect_regions()
+
+    def collect_regions(self) -> None:
+        """Remove the regions of pods no longer on the node (kept when the API server fails)."""
+        if not self.config.regions_dir.is_dir():
+            return
+        regions = allocated_regions(self.config.regions_dir)
+        if not regions:
+            return
+        try:
+            pods = self.pods.pods_on_node(self.config.node_name)
+        except Exception as exc:  # the API server: tried again at the next scan
+            self.log(f"regions not collected: {type(exc).__name__}")
+            return
+        for folder in remove_orphans(regions, {p.uid for p in pods}):
+            self.log(f"removed region {folder} (its pod is gone)")
+
+    def check_kubelet(self) -> None:
+        """Serve a fresh socket if ours is gone; register if the kubelet is new."""
+        if self._server is None or identity(self.config.socket_path) != self._own:
+            self._serve()
+        kubelet = identity(self.config.kubelet_socket)
+        if kubelet is None or kubelet == self._kubelet:
+            return
+        request = pb.RegisterRequest(
+            version=API_VERSION, endpoint=SOCKET_NAME, resource_name=RESOURCE_GPU, options=options()
+        )
+        try:
+            register(self.config.kubelet_socket, request, REGISTER_TIMEOUT_S)
+        except grpc.RpcError as exc:
+            self.log(
+                f"registration with the kubelet failed ({exc.code().name}: {exc.details()});"
+                " trying again"
+            )
+            return
+        self._kubelet = kubelet
+        self.registrations += 1
+        self.log(f"registered {RESOURCE_GPU} with the kubelet at {self.config.kubelet_socket}")
+
+    def _serve(self) -> None:
+        self._stop_server()
+        socket = self.config.socket_path
+        socket.unlink(missing_ok=True)
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=WORKERS))
+        add_device_plugin(self.service, server)
+        server.add_insecure_port(unix_target(socket))
+        server.start()
+        self._server, self._own, self._kubelet = server, identity(socket), None
+        self.log(f"serving the device plugin API {API_VERSION} at {socket}")
+
+    def _stop_server(self) -> None:
+        if self._server is not None:
+            self._server.stop(grace=0.5).wait()
+            self._server = None
+
+    def run(self, stop: threading.Event) -> None:
+        """Scan, serve and register until ``stop`` is set; then close the socket."""
+        next_scan = time.monotonic() + self.config.inventory_period_s
+        try:
+            self.scan()
+            while not stop.is_set():
+                if time.monotonic() >= next_scan:
+                    self._rescan()
+                    next_scan = time.monotonic() + self.config.inventory_period_s
+                self.check_kubelet()
+                self.last_tick = time.monotonic()
+                stop.wait(self.config.kubelet_check_s)
+        finally:
+            self.close()
+
+    @property
+    def registered(self) -> bool:
+        """Registered with the kubelet now serving ``kubelet.sock``."""
+        return self._kubelet is not None and self._kubelet == identity(self.config.kubelet_socket)
+
+    def close(self) -> None:
+        """End the streams, stop serving and remove the socket (if still ours)."""
+        self.board.stopped.set()
+        self._stop_server()
+        if self._own is not None and identity(self.config.socket_path) == self._own:
+            self.config.socket_path.unlink(missing_ok=True)
