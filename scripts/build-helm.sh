@@ -10,7 +10,9 @@
 # Idempotent: when that binary of this version is there, it prints the bin
 # directory and exits at once.
 #
-# Usage: scripts/build-helm.sh        (prints the bin directory last)
+# Usage: scripts/build-helm.sh          (prints the bin directory last)
+#        scripts/build-helm.sh --check  (prints it and exits 0 when built; exits 1 otherwise,
+#                                        building nothing)
 # Environment: ARKGPU_HELM_VERSION (default 4.3.2), ARKGPU_HELM_CACHE.
 # Go builds run under `nice -n 19` with GOMAXPROCS=2: the machine is shared.
 set -euo pipefail
@@ -19,6 +21,12 @@ HELM_VERSION="${ARKGPU_HELM_VERSION:-4.3.2}"
 MODULE="helm.sh/helm/v${HELM_VERSION%%.*}"
 CACHE="${ARKGPU_HELM_CACHE:-$HOME/.cache/arkgpu/helm/v$HELM_VERSION}"
 
+CHECK=0
+case "${1:-}" in
+    "") ;;
+    --check) CHECK=1 ;;
+    *) echo "build-helm: unknown argument '$1' (only --check)" >&2; exit 2 ;;
+esac
 command -v go >/dev/null || { echo "build-helm: 'go' not found on PATH (Go >= 1.26 is needed)" >&2; exit 2; }
 [[ "$HELM_VERSION" =~ ^4\.[0-9]+\.[0-9]+$ ]] || { echo "build-helm: ARKGPU_HELM_VERSION must be a helm 4 release such as 4.3.2, not '$HELM_VERSION'" >&2; exit 2; }
 
@@ -28,6 +36,7 @@ if built; then
     echo "$CACHE/bin"
     exit 0
 fi
+[[ "$CHECK" == 1 ]] && exit 1
 # One build at a time per cache (several checkouts may run their tests at once);
 # whoever waited finds the other's build done.
 mkdir -p "$CACHE"
