@@ -124,6 +124,8 @@ def test_node_settings_and_privileges(docs: list[Manifest]) -> None:
         "readOnlyRootFilesystem": True,
         "privileged": True,
     }
+    install = container(daemonset, "install-library", init=True)
+    assert install["securityContext"]["privileged"] is False
     assert "ports" not in node_runtime  # metricsPort 0: no endpoint, no probes
     assert "livenessProbe" not in node_runtime
 
