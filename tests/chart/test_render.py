@@ -181,7 +181,14 @@ def test_component_configurations(docs: list[Manifest]) -> None:
     assert _toml(docs, "extender", "extender.toml") == {**listen, "port": 8888, **tls}
     assert _toml(docs, "webhook", "webhook.toml") == {**listen, "port": 9443, **tls}
     regions = {"regions_dir": "/run/arkgpu/regions"}
-    plugin = {**listen, "port": 9403, **regions, "split_count": 10}
+    plugin = {
+        "kubelet_dir": "/var/lib/kubelet/device-plugins",
+        **regions,
+        "library_path": "/usr/local/lib/arkgpu/libarkgpu_limiter.so",
+        "split_count": 10,
+        **listen,
+        "port": 9403,
+    }
     assert _toml(docs, "node", "device-plugin.toml") == plugin
     runtime = {**regions, "metrics_port": 9402, "metrics_address": "0.0.0.0"}
     assert _toml(docs, "node", "node.toml") == runtime
@@ -230,7 +237,10 @@ def test_node_daemonset(docs: list[Manifest]) -> None:
         assert security["privileged"] is False
         assert security["allowPrivilegeEscalation"] is False
         assert security["capabilities"] == {"drop": ["ALL"]}
-    plugin_mounts = {m["name"]: m for m in container(daemonset, "device-plugin")["volumeMounts"]}
+    plugin = container(daemonset, "device-plugin")
+    assert plugin["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "plugin-metrics"}
+    assert plugin["ports"][0]["containerPort"] == 9403
+    plugin_mounts = {m["name"]: m for m in plugin["volumeMounts"]}
     assert plugin_mounts["library"]["readOnly"] is True
     assert plugin_mounts["device-plugins"]["mountPath"] == "/var/lib/kubelet/device-plugins"
     install = container(daemonset, "install-library", init=True)

@@ -45,7 +45,8 @@ CUSTOM: dict[str, Any] = {
         "hostPID": True,
         "runtimeClassName": "nvidia",
         "extraNodeSelector": {"gpu.vendor": "nvidia"},
-        "devicePlugin": {"splitCount": 4, "settings": {"health_period_s": 5}},
+        "libraryDir": "/opt/arkgpu/lib",
+        "devicePlugin": {"splitCount": 4, "metricsPort": 0, "settings": {"kubelet_check_s": 5}},
         "runtime": {
             "metricsPort": 0,
             "settings": {"backstop": "kill", "period_s": 0.2, "adjustment": {"raise_step": 0.1}},
@@ -102,9 +103,14 @@ def test_user_supplied_webhook_certificate(docs: list[Manifest]) -> None:
 def test_node_settings_and_privileges(docs: list[Manifest]) -> None:
     """Settings merged into the TOML (tables too); privileged and hostPID as asked."""
     plugin = tomllib.loads(config_map_file(docs, "gpu-arkgpu-node", "device-plugin.toml"))
-    assert plugin["split_count"] == 4
-    assert plugin["health_period_s"] == 5
-    assert plugin["regions_dir"] == "/var/run/arkgpu"
+    assert plugin == {
+        "kubelet_dir": "/var/lib/kubelet/device-plugins",
+        "regions_dir": "/var/run/arkgpu",
+        "library_path": "/opt/arkgpu/lib/libarkgpu_limiter.so",
+        "split_count": 4,
+        "port": 0,
+        "kubelet_check_s": 5,
+    }
     runtime = tomllib.loads(config_map_file(docs, "gpu-arkgpu-node", "node.toml"))
     assert runtime == {
         "backstop": "kill",
@@ -124,6 +130,7 @@ def test_node_settings_and_privileges(docs: list[Manifest]) -> None:
         "readOnlyRootFilesystem": True,
         "privileged": True,
     }
+    assert "readinessProbe" not in container(daemonset, "device-plugin")  # metricsPort 0
     install = container(daemonset, "install-library", init=True)
     assert install["securityContext"]["privileged"] is False
     assert "ports" not in node_runtime  # metricsPort 0: no endpoint, no probes

@@ -99,6 +99,9 @@ def release(
     run_helm(
         helm, "uninstall", name, "--namespace", name, kubeconfig=control_plane.admin_kubeconfig
     )
+    with control_plane.api_client() as api:
+        left = k8s.AdmissionregistrationV1Api(api).list_mutating_webhook_configuration()
+        assert f"{name}-webhook" not in [w.metadata.name for w in left.items]
 
 
 def _dry_run_create(api: k8s.ApiClient, doc: Manifest, namespace: str) -> tuple[int, str]:
@@ -193,6 +196,36 @@ def test_webhook_configurations_are_installed_with_the_ca(
         assert [(r.operations, r.resources) for r in hook.rules] == [(["CREATE"], ["pods"])]
         assert hook.failure_policy == "Fail"
         assert hook.namespace_selector.match_labels == {SELECTOR_LABEL: release.name}
+
+
+def test_upgrade_keeps_the_generated_certificates(
+    helm: Path, release: Release, control_plane: ControlPlane, api: k8s.ApiClient
+) -> None:
+    """helm upgrade finds the Secrets (lookup) and keeps their CA: webhooks and the
+    scheduler keep trusting running pods; the changed value reaches the Deployment."""
+    core = k8s.CoreV1Api(api)
+
+    def cas() -> tuple[str, str]:
+        secrets = [release.object(f"{c}-tls") for c in ("extender", "webhook")]
+        read = [core.read_namespaced_secret(s, release.namespace) for s in secrets]
+        return read[0].data["ca.crt"], read[1].data["ca.crt"]
+
+    before = cas()
+    run_helm(
+        helm,
+        *["upgrade", release.name, str(CHART), "--namespace", release.namespace],
+        *["--reuse-values", "--set", "scheduler.verbosity=3"],
+        kubeconfig=control_plane.admin_kubeconfig,
+    )
+    assert cas() == before
+    hook = k8s.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(
+        release.object("webhook")
+    )
+    assert hook.webhooks[0].client_config.ca_bundle == before[1]
+    deployment = k8s.AppsV1Api(api).read_namespaced_deployment(
+        release.object("scheduler"), release.namespace
+    )
+    assert "--v=3" in deployment.spec.template.spec.containers[0].command
 
 
 def test_selected_namespace_sends_pods_to_the_webhook(release: Release, api: k8s.ApiClient) -> None:
