@@ -28,7 +28,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from arkgpu.k8s import contract
-from chart.helm import CHART, Manifest, build_helm, render, run_helm, values_args
+from chart.helm import CHART, REPO, Manifest, build_helm, render, run_helm, values_args
 
 from . import processes
 from .controlplane import ControlPlane, build_control_plane, free_port
@@ -48,6 +48,7 @@ PATHS = {
     "apps/v1": "/apis/apps/v1",
     "rbac.authorization.k8s.io/v1": "/apis/rbac.authorization.k8s.io/v1",
     "admissionregistration.k8s.io/v1": "/apis/admissionregistration.k8s.io/v1",
+    "batch/v1": "/apis/batch/v1",
 }
 CLUSTER_SCOPED = {
     "ClusterRole",
@@ -126,8 +127,12 @@ def test_every_manifest_validates_strictly_on_the_api_server(
     helm: Path, api: k8s.ApiClient, tmp_path: Path
 ) -> None:
     """Server-side dry-run with fieldValidation=Strict of every rendered object (default and
-    custom values): Kubernetes 1.37's own schemas, unknown or duplicate fields refused."""
+    custom values) and of the pod examples: Kubernetes 1.37's own schemas, unknown or
+    duplicate fields refused."""
     namespace = _create_namespace(api, f"chart-dry-{uuid.uuid4().hex[:6]}")
+    k8s.CoreV1Api(api).create_namespaced_service_account(  # the example pods' account
+        namespace, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name="default"))
+    )
     custom = {
         "extender": {"tls": {"enabled": False}},
         "webhook": {"failurePolicy": "Ignore", "objectSelector": {"matchLabels": {"a": "b"}}},
@@ -141,6 +146,10 @@ def test_every_manifest_validates_strictly_on_the_api_server(
             assert status == 201, f"{doc['kind']}/{doc['metadata']['name']}: {status} {answer}"
             checked += 1
     assert checked >= 2 * 25
+    for example in sorted((REPO / "deploy" / "examples").glob("*.yaml")):
+        for doc in yaml.safe_load_all(example.read_text()):
+            status, answer = _dry_run_create(api, doc, namespace)
+            assert status == 201, f"{example.name}: {status} {answer}"
     # The control: strict validation is on, an unknown field is refused.
     stray = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "spec": {}}
     status, answer = _dry_run_create(api, stray, namespace)
