@@ -147,16 +147,19 @@ def test_webhook_configurations(docs: list[Manifest]) -> None:
             "path": path,
             "port": 9443,
         }
+        operations = ["CREATE"] if kind == "Mutating" else ["CREATE", "UPDATE"]
         assert hook["rules"] == [
             {
                 "apiGroups": [""],
                 "apiVersions": ["v1"],
-                "operations": ["CREATE"],
+                "operations": operations,
                 "resources": ["pods"],
                 "scope": "Namespaced",
             }
         ]
-        assert hook["failurePolicy"] == "Fail"
+        assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Fail", 5)
+        assert hook.get("reinvocationPolicy") == ("IfNeeded" if kind == "Mutating" else None)
+        assert "matchConditions" not in hook
         assert hook["sideEffects"] == "None"
         assert hook["namespaceSelector"] == {
             "matchExpressions": [

@@ -32,7 +32,8 @@ CUSTOM: dict[str, Any] = {
     "extender": {"port": 8080, "tls": {"enabled": False}, "settings": {"log_level": "debug"}},
     "webhook": {
         "failurePolicy": "Ignore",
-        "timeoutSeconds": 5,
+        "timeoutSeconds": 9,
+        "gpuPodsOnly": True,
         "namespaceSelector": {"matchLabels": {"arkgpu.io/enabled": "true"}},
         "objectSelector": {
             "matchExpressions": [{"key": "skip-arkgpu", "operator": "DoesNotExist"}]
@@ -93,7 +94,11 @@ def test_user_supplied_webhook_certificate(docs: list[Manifest]) -> None:
     for kind in ("Mutating", "Validating"):
         (hook,) = find(docs, f"{kind}WebhookConfiguration", "gpu-arkgpu-webhook")["webhooks"]
         assert base64.b64decode(hook["clientConfig"]["caBundle"]).decode() == CA_PEM
-        assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Ignore", 5)
+        assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Ignore", 9)
+        (condition,) = hook["matchConditions"]
+        for name in (*contract.MANAGED_RESOURCES, contract.ANNOTATION_ASSIGNMENT):
+            assert f"'{name}'" in condition["expression"]
+        assert f"'{contract.ANNOTATION_ALLOCATED}'" in condition["expression"]
         selector = hook["namespaceSelector"]
         assert selector["matchLabels"] == {"arkgpu.io/enabled": "true"}
         assert selector["matchExpressions"][0]["values"] == ["kube-system", NS]

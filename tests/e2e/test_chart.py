@@ -92,7 +92,8 @@ def release(
 ) -> Iterator[Release]:
     """``helm install`` with default values but the webhooks' namespace selector."""
     name = f"arkgpu-{uuid.uuid4().hex[:6]}"
-    values = {"webhook": {"namespaceSelector": {"matchLabels": {SELECTOR_LABEL: name}}}}
+    selector = {"matchLabels": {SELECTOR_LABEL: name}}
+    values = {"webhook": {"namespaceSelector": selector, "gpuPodsOnly": True}}
     args = ["install", name, str(CHART), "--namespace", name, "--create-namespace"]
     files = values_args(values, tmp_path_factory.mktemp("values"))
     run_helm(helm, *args, *files, kubeconfig=control_plane.admin_kubeconfig)
@@ -135,7 +136,11 @@ def test_every_manifest_validates_strictly_on_the_api_server(
     )
     custom = {
         "extender": {"tls": {"enabled": False}},
-        "webhook": {"failurePolicy": "Ignore", "objectSelector": {"matchLabels": {"a": "b"}}},
+        "webhook": {
+            "failurePolicy": "Ignore",
+            "gpuPodsOnly": True,  # its CEL expression is compiled by the API server
+            "objectSelector": {"matchLabels": {"a": "b"}},
+        },
         # Not privileged: this API server, like many, runs without --allow-privileged.
         "node": {"hostPID": True, "runtimeClassName": "nvidia"},
     }
@@ -190,7 +195,7 @@ def test_install_creates_every_object(release: Release, api: k8s.ApiClient) -> N
 def test_webhook_configurations_are_installed_with_the_ca(
     release: Release, api: k8s.ApiClient
 ) -> None:
-    """caBundle is the CA of the installed Secret; CREATE of pods; the selector given."""
+    """caBundle is the CA of the installed Secret; the rules; the selector and condition given."""
     secret = k8s.CoreV1Api(api).read_namespaced_secret(
         release.object("webhook-tls"), release.namespace
     )
@@ -198,11 +203,16 @@ def test_webhook_configurations_are_installed_with_the_ca(
     admission = k8s.AdmissionregistrationV1Api(api)
     mutating = admission.read_mutating_webhook_configuration(release.object("webhook"))
     validating = admission.read_validating_webhook_configuration(release.object("webhook"))
-    for hook, path in ((mutating.webhooks[0], "/mutate"), (validating.webhooks[0], "/validate")):
+    hooks = (
+        (mutating.webhooks[0], "/mutate", ["CREATE"]),
+        (validating.webhooks[0], "/validate", ["CREATE", "UPDATE"]),
+    )
+    for hook, path, operations in hooks:
         assert base64.b64decode(hook.client_config.ca_bundle) == ca
         assert hook.client_config.service.path == path
         assert hook.client_config.service.port == 9443
-        assert [(r.operations, r.resources) for r in hook.rules] == [(["CREATE"], ["pods"])]
+        assert [(r.operations, r.resources) for r in hook.rules] == [(operations, ["pods"])]
+        assert [c.name for c in hook.match_conditions] == ["arkgpu-pods"]
         assert hook.failure_policy == "Fail"
         assert hook.namespace_selector.match_labels == {SELECTOR_LABEL: release.name}
 
@@ -237,9 +247,12 @@ def test_upgrade_keeps_the_generated_certificates(
     assert "--v=3" in deployment.spec.template.spec.containers[0].command
 
 
-def test_selected_namespace_sends_pods_to_the_webhook(release: Release, api: k8s.ApiClient) -> None:
+def test_selected_namespace_sends_gpu_pods_to_the_webhook(
+    release: Release, api: k8s.ApiClient
+) -> None:
     """The API server calls the installed webhook: with no webhook pod running and
-    failurePolicy Fail, a pod in a selected namespace is refused, naming the webhook."""
+    failurePolicy Fail, a GPU pod in a selected namespace is refused, naming the
+    webhook; a CPU pod there is not sent to it (gpuPodsOnly's matchConditions)."""
     namespace = _create_namespace(
         api, f"chart-hooked-{uuid.uuid4().hex[:6]}", {SELECTOR_LABEL: release.name}
     )
@@ -247,13 +260,20 @@ def test_selected_namespace_sends_pods_to_the_webhook(release: Release, api: k8s
     core.create_namespaced_service_account(
         namespace, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name="default"))
     )
-    pod = k8s.V1Pod(
-        metadata=k8s.V1ObjectMeta(name="gpu"),
-        spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="main", image="never-pulled")]),
-    )
-    with pytest.raises(ApiException) as refused:
-        core.create_namespaced_pod(namespace, pod)
-    assert "pods.mutate.arkgpu.io" in str(refused.value.body)
+
+    def pod(name: str, limits: dict[str, str] | None) -> k8s.V1Pod:
+        resources = k8s.V1ResourceRequirements(limits=limits)
+        main = k8s.V1Container(name="main", image="never-pulled", resources=resources)
+        return k8s.V1Pod(
+            metadata=k8s.V1ObjectMeta(name=name), spec=k8s.V1PodSpec(containers=[main])
+        )
+
+    created = core.create_namespaced_pod(namespace, pod("cpu", {"cpu": "1"}))
+    assert created.spec.scheduler_name == "default-scheduler"
+    for name, limits in (("gpu", {GPU: "1"}), ("cores", {contract.RESOURCE_GPUCORES: "30"})):
+        with pytest.raises(ApiException) as refused:
+            core.create_namespaced_pod(namespace, pod(name, limits))
+        assert "pods.mutate.arkgpu.io" in str(refused.value.body)
 
 
 RBAC_CASES = [

@@ -201,3 +201,15 @@ capabilities:
   {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+CEL condition of webhook.gpuPodsOnly: a container or init container names one of the
+managed resources in its limits or requests, or the pod carries arkgpu.io/assignment
+or arkgpu.io/allocated (which the validating webhook refuses on new pods).
+*/}}
+{{- define "arkgpu.webhookCondition" -}}
+{{- $names := list -}}
+{{- range splitList "\n" (include "arkgpu.managedResources" .) }}{{ $names = append $names (printf "'%s'" .) }}{{ end -}}
+{{- $uses := printf "[%s].exists(r, has(c.resources) && ((has(c.resources.limits) && r in c.resources.limits) || (has(c.resources.requests) && r in c.resources.requests)))" (join ", " $names) -}}
+object.spec.containers.exists(c, {{ $uses }}) || (has(object.spec.initContainers) && object.spec.initContainers.exists(c, {{ $uses }})) || (has(object.metadata.annotations) && ('arkgpu.io/assignment' in object.metadata.annotations || 'arkgpu.io/allocated' in object.metadata.annotations))
+{{- end }}
