@@ -453,9 +453,11 @@ def test_kube_scheduler_runs_the_chart_configuration_under_the_chart_account(
     pod of its profile over HTTPS, trusting the certificate the chart generated."""
     kubeconfig = _token_kubeconfig(api, control_plane, release, tmp_path / "sa.kubeconfig")
     with _stand_in_extender(api, release, tmp_path) as stand_in:
-        child = _start_scheduler(api, release, kubeconfig, tmp_path, stand_in.port)
+        port = free_port()
+        child = _start_scheduler(api, release, kubeconfig, tmp_path, (stand_in.port, port))
         try:
             node = _check_lease_and_extender_call(api, release, namespace, child)
+            _check_probe_paths(api, release, port)
         finally:
             processes.stop(child, 15.0)
         log = child.log.read_text(errors="replace")
@@ -471,9 +473,10 @@ def _start_scheduler(
     release: Release,
     kubeconfig: Path,
     workdir: Path,
-    extender_port: int,
+    ports: tuple[int, int],
 ) -> processes.Child:
-    config = _scheduler_config(api, release, kubeconfig, extender_port)
+    """kube-scheduler with the installed configuration: ``ports`` = (extender, its own)."""
+    config = _scheduler_config(api, release, kubeconfig, ports[0])
     config_file = workdir / "scheduler.yaml"
     config_file.write_text(yaml.safe_dump(config))
     return processes.start(
@@ -484,11 +487,26 @@ def _start_scheduler(
             f"--authentication-kubeconfig={kubeconfig}",
             f"--authorization-kubeconfig={kubeconfig}",
             "--bind-address=127.0.0.1",
-            f"--secure-port={free_port()}",
+            f"--secure-port={ports[1]}",
             f"--cert-dir={workdir / 'certs'}",
         ],
         workdir,
     )
+
+
+def _check_probe_paths(api: k8s.ApiClient, release: Release, port: int) -> None:
+    """The paths the chart's Deployment probes answer 200 on the scheduler's HTTPS port."""
+    deployment = k8s.AppsV1Api(api).read_namespaced_deployment(
+        release.object("scheduler"), release.namespace
+    )
+    spec = deployment.spec.template.spec.containers[0]
+    paths = [spec.liveness_probe.http_get.path, spec.readiness_probe.http_get.path]
+    assert paths == ["/livez", "/readyz"]
+    insecure = ssl.create_default_context()  # its self-signed certificate, on loopback
+    insecure.check_hostname = False
+    insecure.verify_mode = ssl.CERT_NONE
+    for path in paths:
+        assert processes.http_ok(f"https://127.0.0.1:{port}{path}", insecure), path
 
 
 def _check_lease_and_extender_call(
