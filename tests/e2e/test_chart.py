@@ -12,15 +12,11 @@ from __future__ import annotations
 
 import base64
 import json
-import ssl
-import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
 
 import pytest
 import yaml
@@ -28,35 +24,17 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from arkgpu.k8s import contract
-from chart.helm import CHART, REPO, Manifest, build_helm, render, run_helm, values_args
+from chart.apiserver import dry_run_create
+from chart.helm import CHART, REPO, build_helm, render, run_helm, values_args
 
-from . import processes
-from .controlplane import ControlPlane, build_control_plane, free_port
-from .nodes import GPU, TEST_LABEL, create_gpu_node, wait_for
+from .controlplane import ControlPlane
+from .nodes import GPU
 
 SCHEDULE_TIMEOUT_S = 60.0
 """Generous bound for the scheduler to start, win its lease and try a pod on a loaded machine."""
 
-STAND_IN_REASON = "refused by the stand-in extender"
-"""What the stand-in extender answers for every node (the pod's FailedScheduling quotes it)."""
-
 SELECTOR_LABEL = "e2e.arkgpu.io/chart"
 """The only namespace label the installed webhooks select (set to the release's name)."""
-
-PATHS = {
-    "v1": "/api/v1",
-    "apps/v1": "/apis/apps/v1",
-    "rbac.authorization.k8s.io/v1": "/apis/rbac.authorization.k8s.io/v1",
-    "admissionregistration.k8s.io/v1": "/apis/admissionregistration.k8s.io/v1",
-    "batch/v1": "/apis/batch/v1",
-}
-CLUSTER_SCOPED = {
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "MutatingWebhookConfiguration",
-    "ValidatingWebhookConfiguration",
-}
-PLURALS = {"ServiceAccount": "serviceaccounts", "Service": "services", "Secret": "secrets"}
 
 
 @dataclass(frozen=True)
@@ -86,42 +64,28 @@ def helm() -> Path:
     return build_helm()
 
 
-@pytest.fixture(scope="module")
-def release(
-    helm: Path, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Release]:
-    """``helm install`` with default values but the webhooks' namespace selector."""
+@contextmanager
+def installed_release(helm: Path, plane: ControlPlane, workdir: Path) -> Iterator[Release]:
+    """``helm install`` with default values but the webhooks' namespace selector and
+    gpuPodsOnly; ``helm uninstall`` after, which must remove the webhook configurations."""
     name = f"arkgpu-{uuid.uuid4().hex[:6]}"
     selector = {"matchLabels": {SELECTOR_LABEL: name}}
     values = {"webhook": {"namespaceSelector": selector, "gpuPodsOnly": True}}
     args = ["install", name, str(CHART), "--namespace", name, "--create-namespace"]
-    files = values_args(values, tmp_path_factory.mktemp("values"))
-    run_helm(helm, *args, *files, kubeconfig=control_plane.admin_kubeconfig)
+    run_helm(helm, *args, *values_args(values, workdir), kubeconfig=plane.admin_kubeconfig)
     yield Release(name, name)
-    run_helm(
-        helm, "uninstall", name, "--namespace", name, kubeconfig=control_plane.admin_kubeconfig
-    )
-    with control_plane.api_client() as api:
+    run_helm(helm, "uninstall", name, "--namespace", name, kubeconfig=plane.admin_kubeconfig)
+    with plane.api_client() as api:
         left = k8s.AdmissionregistrationV1Api(api).list_mutating_webhook_configuration()
         assert f"{name}-webhook" not in [w.metadata.name for w in left.items]
 
 
-def _dry_run_create(api: k8s.ApiClient, doc: Manifest, namespace: str) -> tuple[int, str]:
-    """POST ``doc`` with dryRun=All and fieldValidation=Strict: the status and the answer."""
-    kind = doc["kind"]
-    plural = PLURALS.get(kind, kind.lower() + "s")
-    where = doc["metadata"].get("namespace", namespace)
-    scope = "" if kind in CLUSTER_SCOPED else f"/namespaces/{where}"
-    method, url, headers, body, _ = api.param_serialize(
-        method="POST",
-        resource_path=f"{PATHS[doc['apiVersion']]}{scope}/{plural}",
-        query_params=[("dryRun", "All"), ("fieldValidation", "Strict")],
-        header_params={"Content-Type": "application/json", "Accept": "application/json"},
-        body=doc,
-    )
-    response = api.call_api(method, url, headers, body)
-    response.read()
-    return int(response.status), response.data.decode(errors="replace")
+@pytest.fixture(scope="module")
+def release(
+    helm: Path, control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Release]:
+    with installed_release(helm, control_plane, tmp_path_factory.mktemp("values")) as installed:
+        yield installed
 
 
 def test_every_manifest_validates_strictly_on_the_api_server(
@@ -147,17 +111,17 @@ def test_every_manifest_validates_strictly_on_the_api_server(
     checked = 0
     for values in (None, custom):
         for doc in render(helm, tmp_path, values, release="dry", namespace=namespace):
-            status, answer = _dry_run_create(api, doc, namespace)
+            status, answer = dry_run_create(api, doc, namespace)
             assert status == 201, f"{doc['kind']}/{doc['metadata']['name']}: {status} {answer}"
             checked += 1
     assert checked >= 2 * 25
     for example in sorted((REPO / "deploy" / "examples").glob("*.yaml")):
         for doc in yaml.safe_load_all(example.read_text()):
-            status, answer = _dry_run_create(api, doc, namespace)
+            status, answer = dry_run_create(api, doc, namespace)
             assert status == 201, f"{example.name}: {status} {answer}"
     # The control: strict validation is on, an unknown field is refused.
     stray = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "spec": {}}
-    status, answer = _dry_run_create(api, stray, namespace)
+    status, answer = dry_run_create(api, stray, namespace)
     assert status == 400
     assert 'strict decoding error: unknown field "spec"' in json.loads(answer)["message"]
 
@@ -336,219 +300,3 @@ def test_rbac_as_the_api_server_decides(
     )
     answer = k8s.AuthorizationV1Api(api).create_subject_access_review(review)
     assert answer.status.allowed is allowed, answer.status.reason
-
-
-def _token_kubeconfig(
-    api: k8s.ApiClient, plane: ControlPlane, release: Release, path: Path
-) -> Path:
-    """A kubeconfig that authenticates as the chart's scheduler ServiceAccount."""
-    request = k8s.AuthenticationV1TokenRequest(
-        spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
-    )
-    token = (
-        k8s.CoreV1Api(api)
-        .create_namespaced_service_account_token(
-            release.object("scheduler"), release.namespace, request
-        )
-        .status.token
-    )
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "e2e",
-                "cluster": {"server": plane.server, "certificate-authority": str(plane.ca)},
-            }
-        ],
-        "users": [{"name": "scheduler", "user": {"token": token}}],
-        "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "scheduler"}}],
-        "current-context": "e2e",
-    }
-    path.write_text(json.dumps(config))
-    return path
-
-
-@dataclass
-class StandIn:
-    """A stand-in extender on loopback: its port and the calls it received."""
-
-    port: int
-    calls: list[tuple[str, dict[str, Any]]]
-
-
-class _StandInHandler(BaseHTTPRequestHandler):
-    """The extender's place at the scheduler's calls: records each, refuses every node."""
-
-    calls: ClassVar[list[tuple[str, dict[str, Any]]]]
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.calls.append((self.path, body))
-        names = body.get("NodeNames") or []
-        answer = {"NodeNames": [], "FailedNodes": dict.fromkeys(names, STAND_IN_REASON)}
-        data = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: the test reads ``calls``."""
-
-
-@contextmanager
-def _stand_in_extender(api: k8s.ApiClient, release: Release, workdir: Path) -> Iterator[StandIn]:
-    """An HTTPS server on loopback with the certificate the chart generated for the extender."""
-    secret = k8s.CoreV1Api(api).read_namespaced_secret(
-        release.object("extender-tls"), release.namespace
-    )
-    for key in ("tls.crt", "tls.key"):
-        (workdir / key).write_bytes(base64.b64decode(secret.data[key]))
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(workdir / "tls.crt", workdir / "tls.key")
-    calls: list[tuple[str, dict[str, Any]]] = []
-    handler = type("Handler", (_StandInHandler,), {"calls": calls})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield StandIn(port=int(server.server_address[1]), calls=calls)
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def _scheduler_config(
-    api: k8s.ApiClient, release: Release, kubeconfig: Path, extender_port: int
-) -> dict[str, Any]:
-    """The installed KubeSchedulerConfiguration with two changes for a cluster without DNS or
-    pods: where the API server is (in the cluster: the ServiceAccount) and the extender's URL
-    pointed at loopback. The extender's TLS (caData, serverName) stays as installed."""
-    data = k8s.CoreV1Api(api).read_namespaced_config_map(
-        release.object("scheduler"), release.namespace
-    )
-    config: dict[str, Any] = yaml.safe_load(data.data["config.yaml"])
-    assert "clientConnection" not in config
-    config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
-    (extender,) = config["extenders"]
-    host = f"{release.object('extender')}.{release.namespace}.svc"
-    assert extender["urlPrefix"] == f"https://{host}:8888"
-    assert extender["tlsConfig"]["serverName"] == host
-    extender["urlPrefix"] = f"https://127.0.0.1:{extender_port}"
-    return config
-
-
-def test_kube_scheduler_runs_the_chart_configuration_under_the_chart_account(
-    release: Release,
-    control_plane: ControlPlane,
-    api: k8s.ApiClient,
-    namespace: str,
-    tmp_path: Path,
-) -> None:
-    """The real kube-scheduler loads the installed configuration as the chart's
-    ServiceAccount, wins the arkgpu-scheduler Lease, and calls the extender for a GPU
-    pod of its profile over HTTPS, trusting the certificate the chart generated."""
-    kubeconfig = _token_kubeconfig(api, control_plane, release, tmp_path / "sa.kubeconfig")
-    with _stand_in_extender(api, release, tmp_path) as stand_in:
-        port = free_port()
-        child = _start_scheduler(api, release, kubeconfig, tmp_path, (stand_in.port, port))
-        try:
-            node = _check_lease_and_extender_call(api, release, namespace, child)
-            _check_probe_paths(api, release, port)
-        finally:
-            processes.stop(child, 15.0)
-        log = child.log.read_text(errors="replace")
-    assert "forbidden" not in log.lower(), log[-4000:]
-    (path, args), *_ = stand_in.calls
-    assert path == "/filter"
-    assert args["NodeNames"] == [node]
-    assert args["Pod"]["metadata"]["name"] == "shared-gpu"
-
-
-def _start_scheduler(
-    api: k8s.ApiClient,
-    release: Release,
-    kubeconfig: Path,
-    workdir: Path,
-    ports: tuple[int, int],
-) -> processes.Child:
-    """kube-scheduler with the installed configuration: ``ports`` = (extender, its own)."""
-    config = _scheduler_config(api, release, kubeconfig, ports[0])
-    config_file = workdir / "scheduler.yaml"
-    config_file.write_text(yaml.safe_dump(config))
-    return processes.start(
-        "chart-kube-scheduler",
-        [
-            str(build_control_plane() / "kube-scheduler"),
-            f"--config={config_file}",
-            f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={ports[1]}",
-            f"--cert-dir={workdir / 'certs'}",
-        ],
-        workdir,
-    )
-
-
-def _check_probe_paths(api: k8s.ApiClient, release: Release, port: int) -> None:
-    """The paths the chart's Deployment probes answer 200 on the scheduler's HTTPS port."""
-    deployment = k8s.AppsV1Api(api).read_namespaced_deployment(
-        release.object("scheduler"), release.namespace
-    )
-    spec = deployment.spec.template.spec.containers[0]
-    paths = [spec.liveness_probe.http_get.path, spec.readiness_probe.http_get.path]
-    assert paths == ["/livez", "/readyz"]
-    insecure = ssl.create_default_context()  # its self-signed certificate, on loopback
-    insecure.check_hostname = False
-    insecure.verify_mode = ssl.CERT_NONE
-    for path in paths:
-        assert processes.http_ok(f"https://127.0.0.1:{port}{path}", insecure), path
-
-
-def _check_lease_and_extender_call(
-    api: k8s.ApiClient, release: Release, namespace: str, child: processes.Child
-) -> str:
-    """Waits for the Lease, then for a GPU pod's FailedScheduling; returns its node."""
-    coordination, core = k8s.CoordinationV1Api(api), k8s.CoreV1Api(api)
-
-    def holder() -> str | None:
-        child.check_alive()
-        try:
-            lease = coordination.read_namespaced_lease(contract.SCHEDULER_NAME, release.namespace)
-        except ApiException:
-            return None
-        return lease.spec.holder_identity or None
-
-    wait_for(holder, SCHEDULE_TIMEOUT_S, "arkgpu-scheduler Lease held")
-    node = f"chart-node-{uuid.uuid4().hex[:6]}"
-    create_gpu_node(api, node, gpus=2)
-    gpu = k8s.V1Container(
-        name="main",
-        image="registry.invalid/never-pulled",
-        resources=k8s.V1ResourceRequirements(limits={GPU: "1"}),
-    )
-    pod = k8s.V1Pod(
-        metadata=k8s.V1ObjectMeta(name="shared-gpu"),
-        spec=k8s.V1PodSpec(
-            scheduler_name=contract.SCHEDULER_NAME,
-            containers=[gpu],
-            node_selector={TEST_LABEL: node},
-        ),
-    )
-    core.create_namespaced_pod(namespace, pod)
-
-    def failed() -> str | None:
-        child.check_alive()
-        events = core.list_namespaced_event(
-            namespace, field_selector="involvedObject.name=shared-gpu"
-        ).items
-        messages = [e.message for e in events if e.reason == "FailedScheduling"]
-        return messages[0] if messages else None
-
-    message = wait_for(failed, SCHEDULE_TIMEOUT_S, "FailedScheduling of the GPU pod")
-    assert STAND_IN_REASON in message, message
-    return node
