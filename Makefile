@@ -59,6 +59,13 @@ browser:
 control-plane:
 	bash scripts/build-control-plane.sh
 
+# helm v4.3.2 for the chart (deploy/helm/arkgpu) and its tests, built once per
+# machine from the Go module proxy into ~/.cache/arkgpu/helm (about 5 min of CPU the
+# first time: docs/studies/helm.md). The tests build it when they need it.
+.PHONY: helm
+helm:
+	bash scripts/build-helm.sh
+
 unit: $(TEST_STAMP) native browser control-plane
 	ARKGPU_E2E=1 $(BIN)/pytest -q -p no:cacheprovider
 

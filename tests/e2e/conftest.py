@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s
 
+from chart.helm import HelmError, build_helm
+
 from .controlplane import (
     ControlPlane,
     ControlPlaneConfig,
@@ -41,6 +43,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         with capture.global_and_fixture_disabled() if capture else nullcontext():
             build_control_plane()
     except ControlPlaneError as exc:
+        pytest.exit(f"end-to-end tests: {exc}", returncode=pytest.ExitCode.TESTS_FAILED)
+    _build_helm_for_chart_tests(config, items)
+
+
+def _build_helm_for_chart_tests(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Builds helm (scripts/build-helm.sh) when the chart's tests are collected, as above."""
+    if not any(Path(item.path).name.startswith("test_chart") for item in items):
+        return
+    capture = config.pluginmanager.getplugin("capturemanager")
+    try:
+        with capture.global_and_fixture_disabled() if capture else nullcontext():
+            build_helm()
+    except HelmError as exc:
         pytest.exit(f"end-to-end tests: {exc}", returncode=pytest.ExitCode.TESTS_FAILED)
 
 
