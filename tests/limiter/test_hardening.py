@@ -190,14 +190,14 @@ def set_version(path: Path, version: int) -> None:
 
 
 @pytest.mark.parametrize("file", [LIMITS_FILE, USAGE_FILE])
-@pytest.mark.parametrize("version", [2, 4])
+@pytest.mark.parametrize("version", [3, 5])
 def test_a_region_of_another_layout_version_is_refused_clearly(
     make_container: Callable[..., FakeContainer],
     probes: Callable[..., Probe],
     file: str,
     version: int,
 ) -> None:
-    """A region file of an older (2) or newer (4) layout: the library refuses
+    """A region file of an older (3) or newer (5) layout: the library refuses
     memory and launches and says which versions met; the node side's reader
     names the file and both versions."""
     box = make_container(Limits((10 * MiB,)))
@@ -206,7 +206,7 @@ def test_a_region_of_another_layout_version_is_refused_clearly(
     assert probe.ask(f"alloc alloc {1 * MiB}") == "oom"
     assert probe.ask("launch kernel 10").startswith("err")
     err = probe.close()
-    assert f"{file} file has layout version {version}, this library reads version 3" in err
+    assert f"{file} file has layout version {version}, this library reads version 4" in err
     if file == USAGE_FILE:
         with pytest.raises(RegionDataError, match=f"layout version {version}"):
             read_usage(box.region)

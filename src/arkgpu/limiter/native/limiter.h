@@ -53,7 +53,22 @@ typedef struct {
     nvmlReturn_t (*nvmlDeviceGetIndex)(nvmlDevice_t, unsigned *);
     nvmlReturn_t (*nvmlDeviceGetHandleByIndex_v2)(unsigned, nvmlDevice_t *);
     nvmlReturn_t (*nvmlDeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t *);
+    /* nvmlDeviceGetComputeRunningProcesses_v3, else _v2 (same record) */
+    nvmlReturn_t (*nvmlProcesses)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *);
 } real_calls;
+
+/* The driver reserve (limiter_reserve.c), process-private: measured with NVML
+ * outside the region lock, published into this process's slot under it. */
+typedef struct {
+    pthread_mutex_t mu;  /* one measurement at a time (a private mutex, never the region lock) */
+    int nvml;            /* 0 not tried, 1 usable, -1 absent or failing */
+    int unlisted_counted, no_nvml_counted; /* each counted once per process */
+    _Atomic int64_t measured_ns[ARKGPU_MAX_DEVICES]; /* last measurement; 0: never */
+    nvmlDevice_t handle[ARKGPU_MAX_DEVICES];
+    /* Memory operations of this process that entered and left the driver:
+     * a measurement is exact only when none was in between (see stable()). */
+    _Atomic uint64_t entered, left;
+} reserve_state;
 
 /* A consistent copy of the limits record (read through its seqlock). */
 typedef struct {
@@ -62,6 +77,7 @@ typedef struct {
     uint64_t mem_limit[ARKGPU_MAX_DEVICES];
     uint32_t lend_count, lend_stale_ms;
     uint32_t lent_bp[ARKGPU_MAX_LENDERS];
+    uint32_t reserve_period_ms, reserve_margin_mib;
 } limits_view;
 
 /* Places inside the region lock where ARKGPU_DEBUG_HOLD=<site>:<ms> makes the
@@ -84,6 +100,7 @@ typedef struct {
     int hold_site;         /* enum hold_site, from ARKGPU_DEBUG_HOLD */
     unsigned hold_ms;
     _Atomic int lock_broken; /* the region lock failed: said once on stderr */
+    reserve_state rsv;
 } limiter_state;
 
 extern limiter_state arkgpu_st;
@@ -139,6 +156,30 @@ uint64_t arkgpu_mem_limit(int dev);
 void *arkgpu_hook_for_real(void *real);
 void *arkgpu_hook_by_name(const char *name);
 void arkgpu_parse_debug_hold(void);
+
+/* Driver reserve (limiter_reserve.c). */
+#define ARKGPU_RESERVE_SLOW_NS 10000000ll /* near-cap or refused: measure at most every 10 ms */
+/* Before an allocation of bytes on dev (no lock held): measures the reserve
+ * when this process never has on dev, or when the allocation comes within the
+ * margin of the cap (at most every 10 ms). */
+void arkgpu_reserve_check(int dev, uint64_t cap, uint64_t bytes);
+/* Measures again when the last measurement is older than max_age_ns. */
+void arkgpu_reserve_refresh(int dev, int64_t max_age_ns);
+/* The reaper's periodic refresh of the devices this process measured. */
+void arkgpu_reserve_tick(void);
+void arkgpu_reserve_after_fork(void);
+/* Brackets a memory operation's trip through the driver. */
+static inline void arkgpu_drv_enter(void) {
+    atomic_fetch_add_explicit(&arkgpu_st.rsv.entered, 1, memory_order_seq_cst);
+}
+static inline void arkgpu_drv_leave(void) {
+    atomic_fetch_add_explicit(&arkgpu_st.rsv.left, 1, memory_order_seq_cst);
+}
+/* a + b, UINT64_MAX when it overflows (figures from the usage region). */
+static inline uint64_t sat_addu(uint64_t a, uint64_t b) {
+    uint64_t r;
+    return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
 
 /* Hooks: declared with the driver's prototypes. */
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
