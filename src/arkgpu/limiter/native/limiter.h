@@ -57,6 +57,16 @@ typedef struct {
     nvmlReturn_t (*nvmlProcesses)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *);
 } real_calls;
 
+/* Memory operations of one thread that entered and left the driver. Each
+ * thread has its own (plain stores, no locked instruction on the allocation
+ * path); threads past the first ARKGPU_DRV_SLOTS - 1 share the last one with
+ * atomic increments. */
+#define ARKGPU_DRV_SLOTS 256
+typedef struct {
+    _Atomic uint64_t entered, left;
+    char pad[48]; /* one cache line per thread */
+} drv_count;
+
 /* The driver reserve (limiter_reserve.c), process-private: measured with NVML
  * outside the region lock, published into this process's slot under it. */
 typedef struct {
@@ -65,9 +75,10 @@ typedef struct {
     int unlisted_counted, no_nvml_counted; /* each counted once per process */
     _Atomic int64_t measured_ns[ARKGPU_MAX_DEVICES]; /* last measurement; 0: never */
     nvmlDevice_t handle[ARKGPU_MAX_DEVICES];
-    /* Memory operations of this process that entered and left the driver:
-     * a measurement is exact only when none was in between (see stable()). */
-    _Atomic uint64_t entered, left;
+    /* A measurement is exact only when no memory operation of this process was
+     * inside the driver meanwhile (see stable()). */
+    drv_count drv[ARKGPU_DRV_SLOTS];
+    _Atomic unsigned drv_used; /* slots handed out */
 } reserve_state;
 
 /* A consistent copy of the limits record (read through its seqlock). */
@@ -82,7 +93,7 @@ typedef struct {
 
 /* Places inside the region lock where ARKGPU_DEBUG_HOLD=<site>:<ms> makes the
  * process sleep mid-update (the tests SIGKILL it there). */
-enum hold_site { HOLD_NONE, HOLD_CLAIM, HOLD_ALLOC, HOLD_FREE, HOLD_REFILL, HOLD_CHARGE, HOLD_RECLAIM };
+enum hold_site { HOLD_NONE, HOLD_CLAIM, HOLD_ALLOC, HOLD_FREE, HOLD_REFILL, HOLD_CHARGE, HOLD_RECLAIM, HOLD_RESERVE };
 
 typedef struct {
     _Atomic int inited;
@@ -143,6 +154,11 @@ static inline int64_t sat_sub(int64_t a, int64_t b) {
     int64_t r;
     return __builtin_sub_overflow(a, b, &r) ? (b < 0 ? INT64_MAX : INT64_MIN) : r;
 }
+/* a + b, UINT64_MAX when it overflows (figures from the usage region). */
+static inline uint64_t sat_addu(uint64_t a, uint64_t b) {
+    uint64_t r;
+    return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
 #define ARKGPU_COUNT(field) __atomic_fetch_add(&arkgpu_st.usage->field, 1, __ATOMIC_RELAXED)
 /* Reclaims the slots of dead processes: /proc is read first, without the lock. */
 void arkgpu_reclaim_dead(void);
@@ -161,25 +177,39 @@ void arkgpu_parse_debug_hold(void);
 #define ARKGPU_RESERVE_SLOW_NS 10000000ll /* near-cap or refused: measure at most every 10 ms */
 /* Before an allocation of bytes on dev (no lock held): measures the reserve
  * when this process never has on dev, or when the allocation comes within the
- * margin of the cap (at most every 10 ms). */
+ * margin of the cap (at most every 10 ms). The fast case is inline: */
 void arkgpu_reserve_check(int dev, uint64_t cap, uint64_t bytes);
+static inline void arkgpu_reserve_before(int dev, uint64_t cap, uint64_t bytes, uint32_t margin_mib) {
+    if (LIKELY(atomic_load_explicit(&arkgpu_st.rsv.measured_ns[dev], memory_order_relaxed) != 0)) {
+        if (LIKELY(cap == ARKGPU_MEM_UNLIMITED)) return;
+        const arkgpu_usage *u = arkgpu_st.usage;
+        uint64_t held = sat_addu(LD(u->used[dev]), LD(u->reserved[dev]));
+        if (LIKELY(sat_addu(held, sat_addu(bytes, (uint64_t)margin_mib << 20)) <= cap)) return;
+    }
+    arkgpu_reserve_check(dev, cap, bytes);
+}
 /* Measures again when the last measurement is older than max_age_ns. */
 void arkgpu_reserve_refresh(int dev, int64_t max_age_ns);
 /* The reaper's periodic refresh of the devices this process measured. */
 void arkgpu_reserve_tick(void);
+/* Initialises NVML ahead of the first measurement (the reaper, at its start). */
+void arkgpu_reserve_warm(void);
 void arkgpu_reserve_after_fork(void);
-/* Brackets a memory operation's trip through the driver. */
-static inline void arkgpu_drv_enter(void) {
-    atomic_fetch_add_explicit(&arkgpu_st.rsv.entered, 1, memory_order_seq_cst);
+/* Brackets a memory operation's trip through the driver: counts in this
+ * thread's own slot with a release store (a plain store on x86). */
+extern __thread drv_count *arkgpu_tl_drv;
+drv_count *arkgpu_drv_slot(void);
+static inline void arkgpu_drv_bump(int leave) {
+    drv_count *c = arkgpu_tl_drv;
+    if (UNLIKELY(!c)) c = arkgpu_drv_slot();
+    _Atomic uint64_t *x = leave ? &c->left : &c->entered;
+    if (LIKELY(c != &arkgpu_st.rsv.drv[ARKGPU_DRV_SLOTS - 1]))
+        atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + 1, memory_order_release);
+    else
+        atomic_fetch_add_explicit(x, 1, memory_order_release);
 }
-static inline void arkgpu_drv_leave(void) {
-    atomic_fetch_add_explicit(&arkgpu_st.rsv.left, 1, memory_order_seq_cst);
-}
-/* a + b, UINT64_MAX when it overflows (figures from the usage region). */
-static inline uint64_t sat_addu(uint64_t a, uint64_t b) {
-    uint64_t r;
-    return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
-}
+static inline void arkgpu_drv_enter(void) { arkgpu_drv_bump(0); }
+static inline void arkgpu_drv_leave(void) { arkgpu_drv_bump(1); }
 
 /* Hooks: declared with the driver's prototypes. */
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);

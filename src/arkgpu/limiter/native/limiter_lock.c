@@ -209,6 +209,7 @@ const char *arkgpu_claim_slot(void) {
 static void *reaper(void *arg) {
     (void)arg;
     struct timespec ts = {0, 200000000};
+    arkgpu_reserve_warm();
     for (;;) {
         nanosleep(&ts, NULL);
         arkgpu_reclaim_dead();
@@ -227,7 +228,7 @@ void arkgpu_start_reaper(void) {
 
 /* ---- test hooks ---- */
 void arkgpu_parse_debug_hold(void) {
-    static const char *const names[] = {"", "claim", "alloc", "free", "refill", "charge", "reclaim"};
+    static const char *const names[] = {"", "claim", "alloc", "free", "refill", "charge", "reclaim", "reserve"};
     const char *v = getenv("ARKGPU_DEBUG_HOLD");
     if (!v || !*v) return;
     const char *colon = strchr(v, ':');

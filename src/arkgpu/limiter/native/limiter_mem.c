@@ -20,9 +20,10 @@ static int fits(int dev, uint64_t cap, uint64_t bytes) {
 static CUresult reserve(int dev, int kind, uint64_t bytes) {
     if (!arkgpu_ready()) return CUDA_ERROR_OUT_OF_MEMORY;
     if (dev < 0 || dev >= ARKGPU_MAX_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
-    uint64_t cap = arkgpu_mem_limit(dev);
+    const limits_view *l = arkgpu_limits_now();
+    uint64_t cap = (unsigned)dev < l->num_devices ? l->mem_limit[dev] : 0;
     arkgpu_usage *u = arkgpu_st.usage;
-    arkgpu_reserve_check(dev, cap, bytes); /* NVML, before the lock */
+    arkgpu_reserve_before(dev, cap, bytes, l->reserve_margin_mib); /* NVML, before the lock */
     int ok = 0;
     for (int attempt = 0; attempt < 2 && !ok; attempt++) {
         if (attempt) {
@@ -82,7 +83,7 @@ static CUresult settle(CUresult r, ptrmap *m, uint64_t key, uint64_t bytes, int 
 #define RELEASE(map, key, call)                                                              \
     do {                                                                                     \
         if (!arkgpu_ready()) return call;                                                    \
-        uint64_t bytes_, tag_;                                                               \
+        uint64_t bytes_ = 0, tag_ = 0;                                                       \
         map_lock();                                                   \
         int found_ = ptrmap_take(map, key, &bytes_, &tag_) == 0;                             \
         map_unlock();                                                                        \

@@ -9,7 +9,8 @@
  *     used + reserved + bytes <= cap.
  *
  * When: before this process's first allocation on a device (the context
- * exists by then), before an allocation that comes within the limits'
+ * exists by then; NVML itself is initialised by the reaper thread as the
+ * process attaches, so the first allocation rarely waits for nvmlInit), before an allocation that comes within the limits'
  * reserve_margin_mib of the cap or is refused (at most every 10 ms), and every
  * reserve_period_ms in the reaper thread. NVML is called with no region lock
  * held (a private mutex serialises the measurements of one process); only the
@@ -72,9 +73,30 @@ static int nvml_figure(nvmlDevice_t h, unsigned pid, uint64_t *out) {
     return found;
 }
 
+__thread drv_count *arkgpu_tl_drv;
+
+drv_count *arkgpu_drv_slot(void) {
+    unsigned i = atomic_fetch_add(&arkgpu_st.rsv.drv_used, 1);
+    arkgpu_tl_drv = &arkgpu_st.rsv.drv[i < ARKGPU_DRV_SLOTS ? i : ARKGPU_DRV_SLOTS - 1];
+    return arkgpu_tl_drv;
+}
+
+/* Memory operations of all threads that entered and left the driver. */
+static void drv_sums(uint64_t *in, uint64_t *out) {
+    reserve_state *r = &arkgpu_st.rsv;
+    unsigned n = atomic_load(&r->drv_used);
+    *in = *out = 0;
+    atomic_thread_fence(memory_order_seq_cst);
+    for (unsigned i = 0; i < n && i < ARKGPU_DRV_SLOTS; i++) {
+        *out += atomic_load_explicit(&r->drv[i].left, memory_order_acquire);
+        *in += atomic_load_explicit(&r->drv[i].entered, memory_order_acquire);
+    }
+}
+
 /* No allocation or free of this process was in the driver between the two reads. */
 static int stable(uint64_t in1, uint64_t out1) {
-    uint64_t out2 = atomic_load(&arkgpu_st.rsv.left), in2 = atomic_load(&arkgpu_st.rsv.entered);
+    uint64_t in2, out2;
+    drv_sums(&in2, &out2);
     return in1 == out1 && in2 == in1 && out2 == out1;
 }
 
@@ -86,6 +108,7 @@ static void publish(int dev, uint64_t reserve) {
     uint64_t sum = LD(u->reserved[dev]);
     sum -= old < sum ? old : sum;
     ST(u->reserved[dev], sat_addu(sum, reserve));
+    arkgpu_debug_hold(HOLD_RESERVE);
     ST(arkgpu_st.me->reserve[dev], reserve);
     arkgpu_usage_unlock();
 }
@@ -102,7 +125,8 @@ static int64_t measure_nvml(int dev, nvmlDevice_t h, uint64_t *reserve) {
     int found = 0, exact = 0;
     uint64_t figure = 0, mine = 0;
     for (int attempt = 0; attempt < 3 && !exact; attempt++) {
-        uint64_t in1 = atomic_load(&arkgpu_st.rsv.entered), out1 = atomic_load(&arkgpu_st.rsv.left);
+        uint64_t in1, out1;
+        drv_sums(&in1, &out1);
         mine = my_bytes(dev);
         found = nvml_figure(h, (unsigned)getpid(), &figure);
         if (found != 1) return found == 0 ? -2 : -1;
@@ -139,15 +163,18 @@ void arkgpu_reserve_refresh(int dev, int64_t max_age_ns) {
     arkgpu_mutex_unlock(&r->mu);
 }
 
+/* The slow case of arkgpu_reserve_before: never measured, or near the cap. */
 void arkgpu_reserve_check(int dev, uint64_t cap, uint64_t bytes) {
+    (void)cap;
+    (void)bytes;
     int64_t last = atomic_load_explicit(&arkgpu_st.rsv.measured_ns[dev], memory_order_relaxed);
-    if (LIKELY(last != 0)) {
-        arkgpu_usage *u = arkgpu_st.usage;
-        uint64_t margin = (uint64_t)arkgpu_limits_now()->reserve_margin_mib << 20;
-        uint64_t need = sat_addu(sat_addu(LD(u->used[dev]), LD(u->reserved[dev])), sat_addu(bytes, margin));
-        if (LIKELY(need <= cap)) return;
-    }
     arkgpu_reserve_refresh(dev, last ? ARKGPU_RESERVE_SLOW_NS : 0);
+}
+
+void arkgpu_reserve_warm(void) {
+    arkgpu_mutex_lock(&arkgpu_st.rsv.mu);
+    (void)nvml_usable();
+    arkgpu_mutex_unlock(&arkgpu_st.rsv.mu);
 }
 
 void arkgpu_reserve_tick(void) {
@@ -165,6 +192,8 @@ void arkgpu_reserve_after_fork(void) {
     }
     r->unlisted_counted = r->no_nvml_counted = 0;
     for (int d = 0; d < ARKGPU_MAX_DEVICES; d++) atomic_store(&r->measured_ns[d], 0);
-    atomic_store(&r->entered, 0);
-    atomic_store(&r->left, 0);
+    for (int i = 0; i < ARKGPU_DRV_SLOTS; i++) { /* other threads are gone; this one starts over */
+        atomic_store(&r->drv[i].entered, 0);
+        atomic_store(&r->drv[i].left, 0);
+    }
 }

@@ -35,11 +35,8 @@ int fake_cur_dev(void) { return tls_ctx ? tls_ctx->dev : 0; }
 /* ---- what NVML shows of this process (fakeprocs.h) ---- */
 fakeprocs_entry *fake_entry(int dev) {
     if (dev < 0 || dev >= FAKEGPU_MAX_DEVICES) return NULL;
-    if (g.ent_pid != getpid()) { /* a forked child: its own entries, nothing allocated yet */
-        memset(g.ent, 0, sizeof g.ent);
-        g.ent_pid = getpid();
-    }
     if (g.ent[dev]) return g.ent[dev];
+    if (!g.ent_pid) g.ent_pid = getpid();
     if (!g.procs) g.procs = fakeprocs_attach();
     for (int i = 0; g.procs && i < FAKEPROCS_SLOTS && !g.ent[dev]; i++) {
         fakeprocs_entry *e = &g.procs->e[i];
@@ -72,6 +69,8 @@ void fake_entry_sub(int dev, uint64_t bytes) {
 static void after_fork_child(void) {
     int had[FAKEGPU_MAX_DEVICES];
     for (int d = 0; d < FAKEGPU_MAX_DEVICES; d++) had[d] = g.ent[d] != NULL;
+    memset(g.ent, 0, sizeof g.ent); /* the child's own entries, nothing allocated yet */
+    g.ent_pid = getpid();
     for (int d = 0; d < FAKEGPU_MAX_DEVICES; d++)
         if (had[d]) fake_entry(d);
 }
