@@ -49,6 +49,7 @@ def test_the_reserve_is_measured_and_an_allocation_that_fits_without_it_is_refus
     assert reserve_of(usage, probe) == 16 * MiB
     assert usage.reserved_bytes[0] == 16 * MiB
     assert usage.used_bytes[0] == 8 * MiB
+    assert usage.held_bytes[0] == 24 * MiB
     assert probe.ask(f"alloc alloc {44 * MiB}") == "oom"
     assert probe.ask(f"alloc alloc {40 * MiB}").startswith("ok")
     free, total = (int(x) for x in probe.ask("info").split())

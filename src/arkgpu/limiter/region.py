@@ -164,6 +164,12 @@ class Usage:
     """Counters of the library's degraded paths by name
     (:data:`arkgpu.limiter.layout.DEGRADED_COUNTERS`, docs/LIMITER.md, Bounds)."""
 
+    @property
+    def held_bytes(self) -> tuple[int, ...]:
+        """What the cap holds per GPU ordinal: requested bytes plus driver reserve."""
+        reserved = self.reserved_bytes or (0,) * len(self.used_bytes)
+        return tuple(u + r for u, r in zip(self.used_bytes, reserved, strict=True))
+
 
 @dataclass(frozen=True)
 class LatencySample:

@@ -23,7 +23,8 @@
  * new figures is kept.
  *
  * Degraded, counted once per process in the usage region: no usable NVML
- * (libnvidia-ml.so.1 absent, or nvmlInit failing): reserve_no_nvml; NVML does
+ * (libnvidia-ml.so.1 absent, nvmlInit or the call failing: the last figure,
+ * initially 0, stays): reserve_no_nvml; NVML does
  * not list this process's pid (a container in its own pid namespace, where
  * NVML reports host pids) or gives no figure for it: reserve_unlisted. The
  * process's reserve is then 0, as before layout 4.
@@ -150,13 +151,15 @@ static void measure_locked(int dev) {
         got = measure_nvml(dev, r->handle[dev], &reserve);
     if (got == -1) count_once(&r->no_nvml_counted, &u->reserve_no_nvml);
     if (got == -2) count_once(&r->unlisted_counted, &u->reserve_unlisted);
-    publish(dev, got == 0 ? reserve : 0);
+    if (got != -1) publish(dev, got == 0 ? reserve : 0); /* NVML failing: the last figure stays */
     atomic_store(&r->measured_ns[dev], arkgpu_now_ns());
 }
 
 void arkgpu_reserve_refresh(int dev, int64_t max_age_ns) {
     reserve_state *r = &arkgpu_st.rsv;
     if (dev < 0 || dev >= ARKGPU_MAX_DEVICES || !arkgpu_st.me) return;
+    int64_t seen = atomic_load(&r->measured_ns[dev]); /* fresh enough: no mutex */
+    if (seen && arkgpu_now_ns() - seen < max_age_ns) return;
     arkgpu_mutex_lock(&r->mu);
     int64_t last = atomic_load(&r->measured_ns[dev]);
     if (!last || arkgpu_now_ns() - last >= max_age_ns) measure_locked(dev);
