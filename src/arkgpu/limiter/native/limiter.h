@@ -175,20 +175,8 @@ void arkgpu_parse_debug_hold(void);
 
 /* Driver reserve (limiter_reserve.c). */
 #define ARKGPU_RESERVE_SLOW_NS 10000000ll /* near-cap or refused: measure at most every 10 ms */
-/* Before an allocation of bytes on dev (no lock held): measures the reserve
- * when this process never has on dev, or when the allocation comes within the
- * margin of the cap (at most every 10 ms). The fast case is inline: */
-void arkgpu_reserve_check(int dev, uint64_t cap, uint64_t bytes);
-static inline void arkgpu_reserve_before(int dev, uint64_t cap, uint64_t bytes, uint32_t margin_mib) {
-    if (LIKELY(atomic_load_explicit(&arkgpu_st.rsv.measured_ns[dev], memory_order_relaxed) != 0)) {
-        if (LIKELY(cap == ARKGPU_MEM_UNLIMITED)) return;
-        const arkgpu_usage *u = arkgpu_st.usage;
-        uint64_t held = sat_addu(LD(u->used[dev]), LD(u->reserved[dev]));
-        if (LIKELY(sat_addu(held, sat_addu(bytes, (uint64_t)margin_mib << 20)) <= cap)) return;
-    }
-    arkgpu_reserve_check(dev, cap, bytes);
-}
-/* Measures again when the last measurement is older than max_age_ns. */
+/* Measures (NVML; the caller holds no region lock) when this process never
+ * has on dev or its last measurement is older than max_age_ns. */
 void arkgpu_reserve_refresh(int dev, int64_t max_age_ns);
 /* The reaper's periodic refresh of the devices this process measured. */
 void arkgpu_reserve_tick(void);

@@ -9,38 +9,51 @@
 
 #include <sched.h>
 
-/* Requested bytes and the driver reserve of the live processes, within the cap. */
-static int fits(int dev, uint64_t cap, uint64_t bytes) {
+/* 1: the bytes fit, with the requested bytes and the driver reserve of the
+ * live processes, within the cap; 2: they fit but land within margin of the
+ * cap while this process's reserve was measured over 10 ms ago (measure it,
+ * then judge again); 0: they do not fit. The caller locks. */
+static int fits(int dev, uint64_t cap, uint64_t bytes, uint64_t margin) {
     uint64_t held = sat_addu(LD(arkgpu_st.usage->used[dev]), LD(arkgpu_st.usage->reserved[dev]));
-    return bytes <= cap && held <= cap - bytes;
+    if (bytes > cap || held > cap - bytes) return 0;
+    if (LIKELY(sat_addu(held + bytes, margin) <= cap)) return 1;
+    return arkgpu_now_ns() - atomic_load(&arkgpu_st.rsv.measured_ns[dev]) >= ARKGPU_RESERVE_SLOW_NS ? 2 : 1;
 }
 
-/* Reserve bytes under the cap; when they do not fit, dead processes' memory
- * is looked for (through /proc, without the lock) and the fit tried again. */
+/* Reserve bytes under the cap. The process's driver reserve is measured first
+ * at its first allocation on dev, and (NVML, without the lock) when the bytes
+ * land near the cap or do not fit; when they do not fit, dead processes'
+ * memory is also looked for (through /proc, without the lock) and the fit
+ * tried again. */
 static CUresult reserve(int dev, int kind, uint64_t bytes) {
     if (!arkgpu_ready()) return CUDA_ERROR_OUT_OF_MEMORY;
     if (dev < 0 || dev >= ARKGPU_MAX_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
     const limits_view *l = arkgpu_limits_now();
     uint64_t cap = (unsigned)dev < l->num_devices ? l->mem_limit[dev] : 0;
+    uint64_t margin = (uint64_t)l->reserve_margin_mib << 20;
     arkgpu_usage *u = arkgpu_st.usage;
-    arkgpu_reserve_before(dev, cap, bytes, l->reserve_margin_mib); /* NVML, before the lock */
-    int ok = 0;
-    for (int attempt = 0; attempt < 2 && !ok; attempt++) {
-        if (attempt) {
-            arkgpu_reclaim_dead();
-            arkgpu_reserve_refresh(dev, ARKGPU_RESERVE_SLOW_NS);
-        }
+    if (UNLIKELY(!atomic_load_explicit(&arkgpu_st.rsv.measured_ns[dev], memory_order_relaxed)))
+        arkgpu_reserve_refresh(dev, 0);
+    int fit = 0, reclaimed = 0;
+    for (;;) {
         if (arkgpu_usage_lock() != 0) return CUDA_ERROR_OUT_OF_MEMORY;
-        ok = fits(dev, cap, bytes);
-        if (ok) {
+        fit = fits(dev, cap, bytes, margin);
+        if (fit == 1) {
             ST(u->used[dev], LD(u->used[dev]) + bytes);
             arkgpu_debug_hold(HOLD_ALLOC);
             arkgpu_st.me->bytes[dev][kind] += bytes;
         }
         arkgpu_usage_unlock();
+        if (fit == 1 || (fit == 0 && reclaimed)) break;
+        if (fit == 0) {
+            arkgpu_reclaim_dead();
+            reclaimed = 1;
+        }
+        arkgpu_reserve_refresh(dev, ARKGPU_RESERVE_SLOW_NS);
+        margin = 0; /* measured now: judge on the figure */
     }
-    if (!ok) __atomic_fetch_add(&arkgpu_st.me->oom_refusals, 1, __ATOMIC_RELAXED);
-    return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    if (fit != 1) __atomic_fetch_add(&arkgpu_st.me->oom_refusals, 1, __ATOMIC_RELAXED);
+    return fit == 1 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 /* Give bytes back; with a broken lock they stay counted (never under-count). */

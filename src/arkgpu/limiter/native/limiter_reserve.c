@@ -166,14 +166,6 @@ void arkgpu_reserve_refresh(int dev, int64_t max_age_ns) {
     arkgpu_mutex_unlock(&r->mu);
 }
 
-/* The slow case of arkgpu_reserve_before: never measured, or near the cap. */
-void arkgpu_reserve_check(int dev, uint64_t cap, uint64_t bytes) {
-    (void)cap;
-    (void)bytes;
-    int64_t last = atomic_load_explicit(&arkgpu_st.rsv.measured_ns[dev], memory_order_relaxed);
-    arkgpu_reserve_refresh(dev, last ? ARKGPU_RESERVE_SLOW_NS : 0);
-}
-
 void arkgpu_reserve_warm(void) {
     arkgpu_mutex_lock(&arkgpu_st.rsv.mu);
     (void)nvml_usable();

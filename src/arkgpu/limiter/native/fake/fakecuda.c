@@ -37,7 +37,10 @@ fakeprocs_entry *fake_entry(int dev) {
     if (dev < 0 || dev >= FAKEGPU_MAX_DEVICES) return NULL;
     if (g.ent[dev]) return g.ent[dev];
     if (!g.ent_pid) g.ent_pid = getpid();
-    if (!g.procs) g.procs = fakeprocs_attach();
+    if (!g.procs && !g.procs_tried) { /* once: a table this process cannot open stays unopened */
+        g.procs = fakeprocs_attach();
+        g.procs_tried = 1;
+    }
     for (int i = 0; g.procs && i < FAKEPROCS_SLOTS && !g.ent[dev]; i++) {
         fakeprocs_entry *e = &g.procs->e[i];
         uint32_t pid = atomic_load(&e->pid);

@@ -52,6 +52,7 @@ typedef struct {
      * reserve (FAKEGPU_CTX_RESERVE_MIB), loaded modules (FAKEGPU_MODULE_MIB)
      * and the bytes allocated; claimed by the pid that created the context. */
     fakeprocs_table *procs;
+    int procs_tried;
     fakeprocs_entry *ent[FAKEGPU_MAX_DEVICES];
     pid_t ent_pid;
 } fake_process;
