@@ -185,7 +185,9 @@ void arkgpu_reserve_warm(void);
 void arkgpu_reserve_after_fork(void);
 /* Brackets a memory operation's trip through the driver: counts in this
  * thread's own slot with a release store (a plain store on x86). */
-extern __thread drv_count *arkgpu_tl_drv;
+/* initial-exec: one load from the thread pointer, no __tls_get_addr call (the
+ * library is loaded at start-up, LD_PRELOAD or /etc/ld.so.preload). */
+extern __thread drv_count *arkgpu_tl_drv __attribute__((tls_model("initial-exec")));
 drv_count *arkgpu_drv_slot(void);
 static inline void arkgpu_drv_bump(int leave) {
     drv_count *c = arkgpu_tl_drv;

@@ -74,7 +74,7 @@ static int nvml_figure(nvmlDevice_t h, unsigned pid, uint64_t *out) {
     return found;
 }
 
-__thread drv_count *arkgpu_tl_drv;
+__thread drv_count *arkgpu_tl_drv __attribute__((tls_model("initial-exec")));
 
 drv_count *arkgpu_drv_slot(void) {
     unsigned i = atomic_fetch_add(&arkgpu_st.rsv.drv_used, 1);
