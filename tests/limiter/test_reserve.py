@@ -151,3 +151,22 @@ def test_without_nvml_or_unlisted_the_reserve_is_zero_and_counted(
     assert usage.used_bytes[0] == 62 * MiB
     assert usage.degraded["reserve_no_nvml"] == 1
     assert usage.degraded["reserve_unlisted"] == 1
+
+
+def test_the_reserve_is_per_device(
+    make_container: Callable[..., FakeContainer], probes: Callable[..., Probe]
+) -> None:
+    """Two GPUs: the context's reserve counts on its own GPU; memory made on the
+    other GPU (cuMemCreate) brings the driver's holding there, which NVML lists
+    only once the allocation exists: it is counted by the next periodic
+    measurement, and the first, unlisted one is not counted as a pid mismatch."""
+    box = make_container(Limits((64 * MiB, 64 * MiB), reserve_period_ms=200))
+    probe = probes(box, {**RESERVE, "FAKEGPU_DEVICES": "2"})
+    assert probe.ask(f"alloc alloc {1 * MiB}").startswith("ok")
+    assert probe.ask(f"alloc vmm1 {1 * MiB}").startswith("ok")
+    usage = read_usage(box.region)
+    assert usage.reserved_bytes[:2] == (16 * MiB, 0)
+    wait_for(lambda: read_usage(box.region).reserved_bytes[1] == 16 * MiB, 2.0, "GPU 1's reserve")
+    usage = read_usage(box.region)
+    assert usage.used_bytes[:2] == (1 * MiB, 1 * MiB)
+    assert usage.degraded["reserve_unlisted"] == 0

@@ -57,15 +57,15 @@ static int nvml_usable(void) {
 /* NVML's figure for pid on h: 1 found, 0 not listed (or no figure), -1 NVML failed. */
 static int nvml_figure(nvmlDevice_t h, unsigned pid, uint64_t *out) {
     nvmlProcessInfo_t stack[STACK_PROCS], *infos = stack;
-    unsigned n = STACK_PROCS;
+    unsigned room = STACK_PROCS, n = room;
     nvmlReturn_t e = arkgpu_st.real.nvmlProcesses(h, &n, infos);
     if (e == NVML_ERROR_INSUFFICIENT_SIZE && n > 0 && n < (1u << 20)) {
-        n += 16; /* room for processes started since */
-        infos = malloc(n * sizeof *infos);
+        room = n += 16; /* room for processes started since */
+        infos = malloc(room * sizeof *infos);
         e = infos ? arkgpu_st.real.nvmlProcesses(h, &n, infos) : NVML_ERROR_INSUFFICIENT_SIZE;
     }
     int found = e == NVML_SUCCESS ? 0 : -1;
-    for (unsigned i = 0; found == 0 && i < n; i++)
+    for (unsigned i = 0; found == 0 && i < n && i < room; i++)
         if (infos[i].pid == pid && infos[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE) {
             *out = infos[i].usedGpuMemory;
             found = 1;
@@ -150,7 +150,10 @@ static void measure_locked(int dev) {
                               NVML_SUCCESS))
         got = measure_nvml(dev, r->handle[dev], &reserve);
     if (got == -1) count_once(&r->no_nvml_counted, &u->reserve_no_nvml);
-    if (got == -2) count_once(&r->unlisted_counted, &u->reserve_unlisted);
+    /* Unlisted counts where NVML must list us: we hold memory or a context there
+     * (a first allocation on another device than the context's is not listed yet). */
+    if (got == -2 && (my_bytes(dev) > 0 || arkgpu_current_device() == dev))
+        count_once(&r->unlisted_counted, &u->reserve_unlisted);
     if (got != -1) publish(dev, got == 0 ? reserve : 0); /* NVML failing: the last figure stays */
     atomic_store(&r->measured_ns[dev], arkgpu_now_ns());
 }
