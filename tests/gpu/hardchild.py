@@ -151,6 +151,23 @@ def memory(torch: Any, nbytes: int) -> dict[str, object]:
     }
 
 
+def tries(torch: Any) -> None:
+    """Until "done" on stdin: for each line "try N", allocate N more bytes with
+    torch and answer whether it fitted (the allocation is freed again)."""
+    for line in sys.stdin:
+        words = line.split()
+        if words[:1] != ["try"]:
+            return
+        try:
+            y = torch.empty(int(words[1]), dtype=torch.uint8, device="cuda")
+        except torch.cuda.OutOfMemoryError as e:
+            out({"try": int(words[1]), "ok": False, "error": str(e)[:300]})
+        else:
+            del y
+            torch.cuda.empty_cache()
+            out({"try": int(words[1]), "ok": True})
+
+
 def main(argv: list[str]) -> int:
     """Run the mode named by argv[1]."""
     mode = argv[1]
@@ -168,7 +185,7 @@ def main(argv: list[str]) -> int:
         out(graph(torch, float(argv[2])))
     elif mode == "memory":
         out(memory(torch, int(argv[2])))
-        sys.stdin.readline()
+        tries(torch)
     else:
         out({"error": f"unknown mode {mode!r}"})
         return 2

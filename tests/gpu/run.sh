@@ -12,8 +12,10 @@
 # --out DIR (or $OUT when set): raw output goes there - build.txt, tests.txt
 # (pytest -rA), junit.xml, nvidia-smi.txt, commit.txt and one JSON file per
 # issue-22 check (loader_streams, cuda_graph, nvml_memory; written by
-# tests/gpu/test_torch_hardening.py before it asserts). The whole run is
-# bounded by $ARKGPU_GPU_TIMEOUT seconds (default 285).
+# tests/gpu/test_torch_hardening.py before it asserts; nvml_memory.json holds
+# the driver reserve measured per process), and gpu-out.tar.gz, one tar of all
+# of them (a device machine returns few files). The whole run is bounded by
+# $ARKGPU_GPU_TIMEOUT seconds (default 285).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-.venv/bin/python}
@@ -28,6 +30,17 @@ while [ $# -gt 0 ]; do
         *) break ;;
     esac
 done
+# One tar of everything under --out, written however the run ends.
+pack_out() {
+    [ -n "$OUTDIR" ] || return 0
+    local tmp
+    tmp=$(mktemp) || return 0
+    if tar -czf "$tmp" -C "$OUTDIR" --exclude=./gpu-out.tar.gz . 2>/dev/null; then
+        mv "$tmp" "$OUTDIR/gpu-out.tar.gz" && chmod 0644 "$OUTDIR/gpu-out.tar.gz"
+    else
+        rm -f "$tmp"
+    fi
+}
 if [ -n "$OUTDIR" ]; then
     mkdir -p "$OUTDIR" || exit 1
     OUTDIR=$(cd "$OUTDIR" && pwd)
@@ -39,14 +52,16 @@ if [ -n "$OUTDIR" ]; then
 fi
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "tests/gpu: NOT RUN - no NVIDIA GPU visible (nvidia-smi -L failed)"
+    pack_out
     exit 77
 fi
 if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
     echo "tests/gpu: NOT RUN - PyTorch with CUDA is not importable by $PY"
+    pack_out
     exit 77
 fi
 BUILD_LOG=${OUTDIR:+$OUTDIR/build.txt}
-make -C src/arkgpu/limiter/native > "${BUILD_LOG:-/dev/stdout}" 2>&1 || { echo "tests/gpu: build failed"; exit 1; }
+make -C src/arkgpu/limiter/native > "${BUILD_LOG:-/dev/stdout}" 2>&1 || { echo "tests/gpu: build failed"; pack_out; exit 1; }
 PYTEST=("$PY" -m pytest -q -p no:cacheprovider -rA tests/gpu)
 if [ -n "$OUTDIR" ]; then
     PYTEST+=(--junitxml "$OUTDIR/junit.xml")
@@ -54,7 +69,9 @@ fi
 if [ "$BENCH" = no ]; then
     if [ -n "$OUTDIR" ]; then
         ARKGPU_GPU_TESTS=1 timeout "${ARKGPU_GPU_TIMEOUT:-285}" "${PYTEST[@]}" "$@" 2>&1 | tee "$OUTDIR/tests.txt"
-        exit "${PIPESTATUS[0]}"
+        status=${PIPESTATUS[0]}
+        pack_out
+        exit "$status"
     fi
     ARKGPU_GPU_TESTS=1 exec timeout "${ARKGPU_GPU_TIMEOUT:-285}" "${PYTEST[@]}" "$@"
 fi

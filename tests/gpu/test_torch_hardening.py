@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -126,15 +127,12 @@ def nvml_process_memory(pid: int) -> dict[str, Any]:
     return {"seen": seen, "mine": mine}
 
 
-def test_nvml_per_process_memory_against_the_cap_and_the_library_count(workdir: Path) -> None:
-    """A process allocating 1 GiB under a 4 GiB cap: the library counts at
-    least what torch reserved, within the cap; NVML's per-process figure is
-    the library's count plus what the process does not allocate itself (the
-    CUDA context, modules, the driver's reserve), recorded as that size."""
-    cap = 4 * GiB
-    box = FakeContainer.create(workdir / "c", workdir / "unused", Limits((cap,)))
+def start_memory_child(
+    box: FakeContainer, nbytes: int
+) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    """hardchild.py memory NBYTES in ``box``: the process and its first report."""
     proc = subprocess.Popen(
-        [child_python()[0], str(CHILD), "memory", str(GiB)],
+        [child_python()[0], str(CHILD), "memory", str(nbytes)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -143,28 +141,66 @@ def test_nvml_per_process_memory_against_the_cap_and_the_library_count(workdir: 
         user=container_user(),
     )
     assert proc.stdout is not None
-    assert proc.stdin is not None
     first = proc.stdout.readline()
     if not first.strip():
         _, err = proc.communicate(timeout=60)
         pytest.fail(f"the memory child printed nothing (exit {proc.returncode}): {err[-3000:]}")
-    child = json.loads(first)
+    child: dict[str, Any] = json.loads(first)
     if "skipped" in child:
         proc.communicate(timeout=30)
         pytest.fail(f"the child could not use CUDA: {child['skipped']}")
+    return proc, child
+
+
+def ask(proc: subprocess.Popen[str], line: str) -> dict[str, Any]:
+    """Send one line to the memory child and read its JSON answer."""
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+    answer: dict[str, Any] = json.loads(proc.stdout.readline())
+    return answer
+
+
+def test_nvml_per_process_memory_against_the_cap_and_the_library_count(workdir: Path) -> None:
+    """A process allocating 1 GiB under a 4 GiB cap, the driver reserve inside
+    the cap (docs/LIMITER.md, Driver reserve): the library counts at least what
+    torch reserved and measures the reserve (context, modules, the driver's
+    slack) as NVML's per-process figure minus its count (within 64 MiB, after
+    a refresh period); NVML's figure for the whole process stays within the
+    cap; an allocation that would fit the cap without the reserve is refused
+    (torch.cuda.OutOfMemoryError). The measured reserve per process goes into
+    nvml_memory.json."""
+    cap = 4 * GiB
+    box = FakeContainer.create(
+        workdir / "c", workdir / "unused", Limits((cap,), reserve_period_ms=200)
+    )
+    proc, child = start_memory_child(box, GiB)
     try:
+        time.sleep(1.5)  # a few refresh periods: modules loaded by the first kernels counted
         nvml = nvml_process_memory(child["pid"])
-        counted = read_usage(box.region).used_bytes[0]
+        usage = read_usage(box.region)
+        counted, reserved = usage.used_bytes[0], usage.reserved_bytes[0]
+        between = max(cap - counted - reserved // 2, 1)  # fits without the reserve only
+        attempt = ask(proc, f"try {between}")
+        after = nvml_process_memory(child["pid"])
     finally:
         _, err = proc.communicate("done\n", timeout=60)
     used = nvml["mine"][0]["used"] if nvml["mine"] else None
+    peak = after["mine"][0]["used"] if after["mine"] else None
     figures = {
         "cap": cap,
         "library_count": counted,
+        "library_reserved": reserved,
+        "reserve_per_process": {p.pid: p.reserve_bytes[0] for p in usage.processes},
+        "degraded": dict(usage.degraded),
         "child": child,
         "nvml": nvml,
         "nvml_process_used": used,
         "not_counted": None if used is None else used - counted,
+        "reserve_error": None if used is None else used - counted - reserved,
+        "try_between": attempt,
+        "nvml_after_try": after,
         "stderr_tail": err[-1500:],
         "python": sys.version,
     }
@@ -173,3 +209,10 @@ def test_nvml_per_process_memory_against_the_cap_and_the_library_count(workdir: 
     assert child["torch_reserved"] <= counted <= cap
     assert used is not None, f"NVML shows no memory for the child: {nvml}"
     assert used >= counted
+    assert usage.degraded["reserve_unlisted"] == usage.degraded["reserve_no_nvml"] == 0
+    assert reserved > 0, "no driver reserve measured"
+    assert abs(used - counted - reserved) <= 64 << 20, figures
+    assert used <= cap, "NVML shows the process past its cap"
+    assert counted + reserved <= cap
+    assert not attempt["ok"], "an allocation past the cap with the reserve counted went through"
+    assert peak is None or peak <= cap

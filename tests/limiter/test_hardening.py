@@ -143,6 +143,7 @@ SITES = {
     "refill": "launch kernel 100",
     "charge": "launch kernel 100",
     "reclaim": None,
+    "reserve": f"alloc alloc {1 * MiB}",  # publishing its driver reserve before the first
 }
 
 
@@ -152,10 +153,11 @@ def test_a_holder_killed_mid_update_at_any_lock_site_blocks_no_one(
 ) -> None:
     """A process SIGKILLed while it holds the region lock in the middle of an
     update (attaching, allocating, freeing, refilling or charging the pacing
-    bucket, reclaiming a dead process): another process's allocation goes
-    through within 1 s and the count is exactly the survivors' bytes."""
+    bucket, reclaiming a dead process, publishing its driver reserve): another
+    process's allocation goes through within 1 s and the count is exactly the
+    survivors' bytes (and reserve: none)."""
     box = make_container(Limits((10 * MiB,), 5_000))
-    hold = {"ARKGPU_DEBUG_HOLD": f"{site}:60000"}
+    hold = {"ARKGPU_DEBUG_HOLD": f"{site}:60000", "FAKEGPU_CTX_RESERVE_MIB": "1"}
     if site == "reclaim":  # the holder's reaper reclaims a killed process
         victim = probes(box)
         assert victim.ask(f"alloc managed {3 * MiB}").startswith("ok")
@@ -180,6 +182,7 @@ def test_a_holder_killed_mid_update_at_any_lock_site_blocks_no_one(
     usage = read_usage(box.region)
     assert usage.lock_recoveries == 1
     assert usage.used_bytes[0] == 9 * MiB
+    assert usage.reserved_bytes[0] == 0
     assert {p.pid: p.total_bytes for p in usage.processes if p.alive} == {other.proc.pid: 9 * MiB}
 
 
@@ -190,14 +193,14 @@ def set_version(path: Path, version: int) -> None:
 
 
 @pytest.mark.parametrize("file", [LIMITS_FILE, USAGE_FILE])
-@pytest.mark.parametrize("version", [2, 4])
+@pytest.mark.parametrize("version", [3, 5])
 def test_a_region_of_another_layout_version_is_refused_clearly(
     make_container: Callable[..., FakeContainer],
     probes: Callable[..., Probe],
     file: str,
     version: int,
 ) -> None:
-    """A region file of an older (2) or newer (4) layout: the library refuses
+    """A region file of an older (3) or newer (5) layout: the library refuses
     memory and launches and says which versions met; the node side's reader
     names the file and both versions."""
     box = make_container(Limits((10 * MiB,)))
@@ -206,7 +209,7 @@ def test_a_region_of_another_layout_version_is_refused_clearly(
     assert probe.ask(f"alloc alloc {1 * MiB}") == "oom"
     assert probe.ask("launch kernel 10").startswith("err")
     err = probe.close()
-    assert f"{file} file has layout version {version}, this library reads version 3" in err
+    assert f"{file} file has layout version {version}, this library reads version 4" in err
     if file == USAGE_FILE:
         with pytest.raises(RegionDataError, match=f"layout version {version}"):
             read_usage(box.region)

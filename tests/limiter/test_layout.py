@@ -15,13 +15,21 @@ def test_python_mirror_matches_c_header_sizes_and_offsets() -> None:
     assert mutex_size <= layout.LOCK_BYTES
 
 
-def test_layout_version_3_counts_degraded_paths() -> None:
+def test_layout_version_4_counts_the_driver_reserve() -> None:
     """Version 2 added the lent shares to the limits and the in-flight counter
-    (one 64-byte line) to the usage file; version 3 adds the counters of the
-    library's degraded paths to the usage file."""
+    (one 64-byte line) to the usage file; version 3 the counters of the
+    library's degraded paths; version 4 the driver reserve: one figure per
+    device in each process slot, their sum per device in the usage header, two
+    counters of processes whose reserve could not be measured, and the
+    measurement's period and margin in the limits."""
     printed = json.loads(subprocess.check_output([str(native.layout_printer())], text=True))
-    assert printed["const.ARKGPU_LAYOUT_VERSION"] == layout.LAYOUT_VERSION == 3
+    assert printed["const.ARKGPU_LAYOUT_VERSION"] == layout.LAYOUT_VERSION == 4
     assert printed["arkgpu_limits.lent_bp"][1] == 4 * layout.MAX_LENDERS
     assert printed["sizeof.arkgpu_inflight"] == 64
     for name in layout.DEGRADED_COUNTERS:
         assert printed[f"arkgpu_usage.{name}"][1] == 8
+    assert {"reserve_unlisted", "reserve_no_nvml"} <= set(layout.DEGRADED_COUNTERS)
+    assert printed["arkgpu_proc.reserve"][1] == 8 * layout.MAX_DEVICES
+    assert printed["arkgpu_usage.reserved"][1] == 8 * layout.MAX_DEVICES
+    assert printed["arkgpu_limits.reserve_period_ms"][1] == 4
+    assert printed["arkgpu_limits.reserve_margin_mib"][1] == 4

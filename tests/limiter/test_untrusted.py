@@ -36,11 +36,15 @@ def valid_header() -> bytes:
 def check_figures(usage: Usage) -> None:
     """Every figure the node side got is a non-negative integer."""
     figures = [*usage.used_bytes, *usage.busy_ns, usage.reclaimed_bytes, usage.lock_recoveries]
+    figures += [*usage.reserved_bytes]
     figures += [usage.latency_head, usage.batches_in_flight, usage.batches_begun]
     figures += [usage.in_flight_since_ns, usage.in_flight_changed_ns, *usage.degraded.values()]
     for p in usage.processes:
         figures += [p.pid, p.busy_ns, p.launches, p.throttled_ns, p.oom_refusals, p.total_bytes]
+        figures += [*p.reserve_bytes, p.held_bytes]
+        assert p.held_bytes < 1 << 64
     assert all(isinstance(f, int) and f >= 0 for f in figures)
+    assert sum(usage.used_bytes) + sum(usage.reserved_bytes) < 1 << 64
 
 
 def read_everything(region: Path) -> None:
@@ -126,6 +130,53 @@ def test_a_fifo_or_a_huge_file_costs_the_reader_nothing(region: Path) -> None:
     with path.open("r+b") as f:
         f.truncate(64 << 20)
     assert read_usage_of(region).processes == ()
+
+
+U64S = st.lists(st.integers(0, 2**64 - 1), min_size=layout.MAX_DEVICES, max_size=layout.MAX_DEVICES)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    slot=st.integers(0, layout.MAX_PROCS - 1),
+    pid=st.integers(-(2**31), 2**31 - 1),
+    reserve=U64S,
+    reserved=U64S,
+    used=U64S,
+    asked=st.integers(0, 2**64 - 1),
+)
+def test_any_driver_reserve_a_container_writes_gives_sense_or_a_clear_rejection(
+    region: Path,
+    slot: int,
+    pid: int,
+    reserve: list[int],
+    reserved: list[int],
+    used: list[int],
+    asked: int,
+) -> None:
+    """The driver reserve fields (layout 4: a process slot's reserve per GPU,
+    the region's sum per GPU) of any value, beside any pid and bytes: sensible
+    figures (no sum past 2**64) or one RegionDataError line naming the file."""
+    create_region(region, Limits((1 << 30,)))
+    u = layout.UsageStruct.from_buffer_copy((region / USAGE_FILE).read_bytes()[:SIZE])
+    u.procs[slot].pid = pid
+    u.procs[slot].bytes[0][0] = asked
+    for d in range(layout.MAX_DEVICES):
+        u.procs[slot].reserve[d], u.reserved[d], u.used[d] = reserve[d], reserved[d], used[d]
+    (region / USAGE_FILE).write_bytes(bytes(u))
+    read_everything(region)
+
+
+def test_a_reserve_summing_past_2_64_is_named(region: Path) -> None:
+    """A process slot whose reserve and bytes sum past 2**64 is rejected with
+    the field named."""
+    create_region(region, Limits((1 << 30,)))
+    u = layout.UsageStruct.from_buffer_copy((region / USAGE_FILE).read_bytes()[:SIZE])
+    u.procs[3].pid = 1234
+    u.procs[3].bytes[0][0] = 2**63
+    u.procs[3].reserve[1] = 2**63
+    (region / USAGE_FILE).write_bytes(bytes(u))
+    with pytest.raises(RegionDataError, match=r"procs\[3\]\.reserve and bytes sum past 2\*\*64"):
+        read_usage_of(region)
 
 
 def test_a_negative_in_flight_time_is_named(region: Path) -> None:

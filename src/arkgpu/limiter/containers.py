@@ -45,9 +45,12 @@ class FakeContainer:
         """Create the region with ``limits`` and return the container."""
         user = container_user()
         make_world_readable(region)
-        if not fake_state.exists():  # the first process to attach initialises it
-            fake_state.touch()
-            fake_state.chmod(0o666)
+        # The first process to attach initialises them: the device state and
+        # the per-process table the fake NVML reads (contexts, escapes).
+        for path in (fake_state, fake_state.with_name(fake_state.name + ".procs")):
+            if not path.exists():
+                path.touch()
+                path.chmod(0o666)
         create_region(region, limits, (user, user) if user is not None else None)
         if user is None:
             (region / LIMITS_FILE).chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)

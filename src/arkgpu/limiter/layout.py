@@ -10,7 +10,7 @@ import ctypes
 
 from arkgpu.model.shares import SHARE_FULL_BP
 
-LAYOUT_VERSION = 3
+LAYOUT_VERSION = 4
 LIMITS_MAGIC = 0x53544D494C4B5241  # "ARKLIMTS"
 USAGE_MAGIC = 0x45474153554B5241  # "ARKUSAGE"
 MAX_DEVICES = 8
@@ -49,6 +49,8 @@ class LimitsStruct(ctypes.Structure):
         ("lend_count", U32),
         ("lend_stale_ms", U32),
         ("lent_bp", U32 * MAX_LENDERS),
+        ("reserve_period_ms", U32),
+        ("reserve_margin_mib", U32),
     )
 
 
@@ -64,6 +66,7 @@ class ProcStruct(ctypes.Structure):
         ("launches", U64),
         ("throttled_ns", U64),
         ("oom_refusals", U64),
+        ("reserve", U64 * MAX_DEVICES),
     )
 
 
@@ -97,6 +100,7 @@ class UsageStruct(ctypes.Structure):
         ("credit_ns", I64 * MAX_DEVICES),
         ("refill_ns", I64 * MAX_DEVICES),
         ("busy_ns", U64 * MAX_DEVICES),
+        ("reserved", U64 * MAX_DEVICES),
         ("reclaimed_bytes", U64),
         ("lock_recoveries", U64),
         ("queue_waits", U64),
@@ -105,7 +109,8 @@ class UsageStruct(ctypes.Structure):
         ("limits_waits", U64),
         ("lock_errors", U64),
         ("slot_refusals", U64),
-        ("degraded_pad", U64 * 2),
+        ("reserve_unlisted", U64),
+        ("reserve_no_nvml", U64),
         ("procs", ProcStruct * MAX_PROCS),
         ("inflight", InflightStruct),
         ("lat_head", U64),
@@ -122,6 +127,8 @@ DEGRADED_COUNTERS: tuple[str, ...] = (
     "limits_waits",
     "lock_errors",
     "slot_refusals",
+    "reserve_unlisted",
+    "reserve_no_nvml",
 )
 
 #: C struct name -> its mirror, for the layout test.

@@ -61,6 +61,18 @@ class Limits:
     """A lender's in-flight count left unchanged this long counts as idle, ms.
     A crashed LC process never ends its batch and pids cannot be checked across
     containers, so time decides; 5 s is far above an inference batch's time."""
+    reserve_period_ms: int = 1000
+    """How often each process measures its driver reserve (context, modules,
+    allocator slack: NVML's figure minus its requested bytes) in the background,
+    ms; rounded up to the library's 200 ms reaper tick; 0: only before its first
+    allocation and near the cap. 1 s keeps the NVML call (tens of µs to a few
+    ms on a real driver) off the allocation path and a growing reserve (modules
+    loaded late) counted within a second."""
+    reserve_margin_mib: int = 64
+    """An allocation that would come within this many MiB of the cap measures the
+    reserve first (at most every 10 ms), MiB: the reserve of a process changes by
+    a few MiB per module load, so 64 MiB catches a stale figure before it
+    matters without measuring when the cap is far."""
 
     def __post_init__(self) -> None:
         check_share_bp(self.share_bp, "share_bp")
@@ -74,6 +86,10 @@ class Limits:
             )
         if not 0 < self.burst_us < 2**32:
             raise ValueError(f"burst_us must be positive, got {self.burst_us}")
+        for name in ("reserve_period_ms", "reserve_margin_mib"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or not 0 <= value < 2**32:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
         self._check_lending()
 
     def _check_lending(self) -> None:
@@ -104,11 +120,21 @@ class ProcessUsage:
     """The process still runs (judged from /proc: valid in the container's pid namespace)."""
     in_lock: bool = False
     """The process holds the region lock (or died holding it)."""
+    reserve_bytes: tuple[int, ...] = ()
+    """Driver reserve per GPU ordinal (context, modules, allocator slack: NVML's
+    per-process figure minus the bytes asked for), counted in the cap; 0 where
+    not measured (docs/LIMITER.md, Driver reserve)."""
 
     @property
     def total_bytes(self) -> int:
-        """All device memory the process holds, over kinds and GPUs."""
+        """Device memory the process asked for, over kinds and GPUs (the driver
+        reserve aside: :attr:`held_bytes`)."""
         return sum(sum(v) for v in self.bytes_by_kind.values())
+
+    @property
+    def held_bytes(self) -> int:
+        """Device memory the process holds: asked for plus driver reserve, all GPUs."""
+        return self.total_bytes + sum(self.reserve_bytes)
 
 
 @dataclass(frozen=True)
@@ -116,7 +142,8 @@ class Usage:
     """A snapshot of a container's usage file."""
 
     used_bytes: tuple[int, ...]
-    """Bytes held by live processes, per GPU ordinal."""
+    """Bytes asked for by live processes, per GPU ordinal (the driver reserve
+    aside: :attr:`reserved_bytes`; the cap holds both)."""
     busy_ns: tuple[int, ...]
     """Container busy time measured per GPU, ns."""
     processes: tuple[ProcessUsage, ...]
@@ -130,9 +157,18 @@ class Usage:
     in_flight_changed_ns: int
     """CLOCK_MONOTONIC of the last batch begin or end; 0: never."""
     batches_begun: int
+    reserved_bytes: tuple[int, ...] = ()
+    """Driver reserve of live processes per GPU ordinal (the sum of their
+    :attr:`ProcessUsage.reserve_bytes`), counted in the cap."""
     degraded: dict[str, int] = field(default_factory=dict)
     """Counters of the library's degraded paths by name
     (:data:`arkgpu.limiter.layout.DEGRADED_COUNTERS`, docs/LIMITER.md, Bounds)."""
+
+    @property
+    def held_bytes(self) -> tuple[int, ...]:
+        """What the cap holds per GPU ordinal: requested bytes plus driver reserve."""
+        reserved = self.reserved_bytes or (0,) * len(self.used_bytes)
+        return tuple(u + r for u, r in zip(self.used_bytes, reserved, strict=True))
 
 
 @dataclass(frozen=True)
@@ -159,6 +195,8 @@ def _limits_struct(limits: Limits, generation: int) -> layout.LimitsStruct:
     s.lend_stale_ms = limits.lend_stale_ms
     for k, bp in enumerate(limits.lent_bp):
         s.lent_bp[k] = bp
+    s.reserve_period_ms = limits.reserve_period_ms
+    s.reserve_margin_mib = limits.reserve_margin_mib
     return s
 
 
@@ -283,6 +321,8 @@ def read_limits(directory: Path) -> Limits:
         int(s.burst_us),
         tuple(int(bp) for bp in s.lent_bp[: min(s.lend_count, layout.MAX_LENDERS)]),
         int(s.lend_stale_ms) or layout.LEND_STALE_MS,
+        int(s.reserve_period_ms),
+        int(s.reserve_margin_mib),
     )
 
 
@@ -310,6 +350,7 @@ def _process(p: layout.ProcStruct) -> ProcessUsage:
         int(p.oom_refusals),
         alive=start_ticks(int(p.pid)) == p.start_ticks,
         in_lock=bool(p.flags & layout.PROC_IN_LOCK),
+        reserve_bytes=tuple(int(x) for x in p.reserve),
     )
 
 
@@ -324,6 +365,7 @@ def usage_snapshot(u: layout.UsageStruct) -> Usage:
     return Usage(
         used_bytes=tuple(int(x) for x in u.used),
         busy_ns=tuple(int(x) for x in u.busy_ns),
+        reserved_bytes=tuple(int(x) for x in u.reserved),
         processes=tuple(_process(p) for p in u.procs if p.pid),
         reclaimed_bytes=int(u.reclaimed_bytes),
         lock_recoveries=int(u.lock_recoveries),

@@ -73,7 +73,7 @@ def usage_struct(path: Path) -> layout.UsageStruct:
 def check_usage(u: layout.UsageStruct, path: Path) -> None:
     """RegionDataError for fields no library would write: a negative time of
     the in-flight counter, a pid outside 0..PID_MAX, a process slot's bytes
-    summing past 2**64."""
+    and driver reserve summing past 2**64."""
     for name in ("since_ns", "changed_ns"):
         if getattr(u.inflight, name) < 0:
             raise RegionDataError(f"{path}: inflight.{name} is negative")
@@ -82,6 +82,10 @@ def check_usage(u: layout.UsageStruct, path: Path) -> None:
             raise RegionDataError(f"{path}: procs[{i}].pid {p.pid} is not a pid")
         if p.pid and sum(sum(row) for row in p.bytes) >= 1 << 64:
             raise RegionDataError(f"{path}: procs[{i}].bytes sum past 2**64")
+        if p.pid and sum(sum(row) for row in p.bytes) + sum(p.reserve) >= 1 << 64:
+            raise RegionDataError(f"{path}: procs[{i}].reserve and bytes sum past 2**64")
+    if sum(u.used) + sum(u.reserved) >= 1 << 64:
+        raise RegionDataError(f"{path}: used and reserved sum past 2**64")
 
 
 def start_ticks(pid: int) -> int:

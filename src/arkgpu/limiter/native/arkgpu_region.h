@@ -1,5 +1,5 @@
 /*
- * ArkGPU control region, layout version 3: the one definition of the shared
+ * ArkGPU control region, layout version 4: the one definition of the shared
  * memory contract between the node side (Python, arkgpu.limiter.layout mirrors
  * this file and a test checks sizes and offsets) and the interception library.
  *
@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#define ARKGPU_LAYOUT_VERSION 3u
+#define ARKGPU_LAYOUT_VERSION 4u
 #define ARKGPU_LIMITS_MAGIC 0x53544d494c4b5241ull /* "ARKLIMTS" */
 #define ARKGPU_USAGE_MAGIC 0x45474153554b5241ull  /* "ARKUSAGE" */
 #define ARKGPU_MAX_DEVICES 8
@@ -57,6 +57,11 @@ typedef struct arkgpu_limits {
     uint32_t lend_count;    /* lenders with a lent share below */
     uint32_t lend_stale_ms; /* an in-flight count unchanged this long is ignored (0: default) */
     uint32_t lent_bp[ARKGPU_MAX_LENDERS]; /* share lender k lends while idle, basis points */
+    /* Driver reserve (layout 4): how often a process measures the memory the
+     * driver holds for it beyond its requested bytes (NVML), and how close to
+     * the cap an allocation must come to measure it first. */
+    uint32_t reserve_period_ms; /* 0: only at the first allocation and near the cap */
+    uint32_t reserve_margin_mib;
 } arkgpu_limits;
 
 /* arkgpu_proc.flags bits */
@@ -72,6 +77,10 @@ typedef struct arkgpu_proc {
     uint64_t launches;     /* kernel and graph launches */
     uint64_t throttled_ns; /* time launches waited for the compute share */
     uint64_t oom_refusals; /* allocations refused at the cap */
+    /* Device memory the driver holds for this process beyond its requested
+     * bytes (context, modules, allocator slack): NVML's per-process figure
+     * minus bytes[dev][*], 0 while unmeasured (layout 4). Counted in the cap. */
+    uint64_t reserve[ARKGPU_MAX_DEVICES];
 } arkgpu_proc;
 
 typedef struct arkgpu_latency_entry {
@@ -100,6 +109,7 @@ typedef struct arkgpu_usage {
     int64_t credit_ns[ARKGPU_MAX_DEVICES]; /* pacing bucket per device */
     int64_t refill_ns[ARKGPU_MAX_DEVICES]; /* CLOCK_MONOTONIC of last refill */
     uint64_t busy_ns[ARKGPU_MAX_DEVICES];  /* container busy time per device */
+    uint64_t reserved[ARKGPU_MAX_DEVICES]; /* driver reserve of live processes, per device (layout 4) */
     uint64_t reclaimed_bytes; /* bytes taken back from dead processes */
     uint64_t lock_recoveries; /* times the lock was found with a dead owner */
     /* Degraded paths taken (layout 3), counted so that the node side sees them: */
@@ -109,7 +119,8 @@ typedef struct arkgpu_usage {
     uint64_t limits_waits;     /* limit reads that found a write in progress for over 100 ms */
     uint64_t lock_errors;      /* region lock calls that failed (the operation was refused) */
     uint64_t slot_refusals;    /* processes refused for want of a free process slot */
-    uint64_t degraded_pad[2];
+    uint64_t reserve_unlisted; /* processes NVML did not list (pid namespace): reserve taken as 0 */
+    uint64_t reserve_no_nvml;  /* processes without a usable NVML: reserve taken as 0 */
     arkgpu_proc procs[ARKGPU_MAX_PROCS];
     arkgpu_inflight inflight;
     uint64_t lat_head; /* next latency ticket, fetch-and-add */

@@ -3,6 +3,7 @@
  * It loads libcuda.so.1 with dlopen and dlsym, as the CUDA runtime does.
  *   launch N          ns per cuLaunchKernel of a zero-length kernel (median of 7 runs)
  *   mem N             ns per cuMemAlloc_v2 + cuMemFree_v2 pair (median of 7 runs)
+ *   memcpu N          the same in this thread's CPU time (no preemption counted: a loaded machine)
  *   load SECONDS US [PATH]  launch US-microsecond kernels back to back for SECONDS;
  *                     PATH is kernel, ex, coop or graph, each also with _ptsz
  *                     (per-thread default stream); prints JSON with the
@@ -130,9 +131,15 @@ static void setup(void) {
     }
 }
 
+static clockid_t bench_clock = CLOCK_MONOTONIC; /* memcpu: this thread's CPU time */
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+static int64_t bench_ns(void) {
+    struct timespec ts;
+    clock_gettime(bench_clock, &ts);
     return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
@@ -157,12 +164,12 @@ static void bench_launch(long n) {
 static void bench_mem(long n) {
     double runs[7];
     for (int r = 0; r < 7; r++) {
-        int64_t t0 = now_ns();
+        int64_t t0 = bench_ns();
         for (long i = 0; i < n; i++) {
             CUdeviceptr p;
             if (p_cuMemAlloc_v2(&p, 4096) == CUDA_SUCCESS) p_cuMemFree_v2(p);
         }
-        runs[r] = (double)(now_ns() - t0) / (double)n;
+        runs[r] = (double)(bench_ns() - t0) / (double)n;
     }
     qsort(runs, 7, sizeof *runs, cmp_double);
     printf("{\"ns_per_pair\": %.1f, \"runs\": [", runs[3]);
@@ -279,12 +286,16 @@ static void bench_streams(int threads, double seconds, double us, double warmup)
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: arkgpu-cubench launch N | mem N | load SECONDS US [PATH] | streams THREADS SECONDS US [WARMUP] | script\n");
+        fprintf(stderr, "usage: arkgpu-cubench launch N | mem N | memcpu N | load SECONDS US [PATH] | streams THREADS SECONDS US [WARMUP] | script\n");
         return 2;
     }
     setup();
     if (strcmp(argv[1], "launch") == 0 && argc > 2) bench_launch(atol(argv[2]));
     else if (strcmp(argv[1], "mem") == 0 && argc > 2) bench_mem(atol(argv[2]));
+    else if (strcmp(argv[1], "memcpu") == 0 && argc > 2) {
+        bench_clock = CLOCK_THREAD_CPUTIME_ID; /* immune to preemption on a loaded machine */
+        bench_mem(atol(argv[2]));
+    }
     else if (strcmp(argv[1], "load") == 0 && argc > 3) bench_load(atof(argv[2]), atof(argv[3]), argc > 4 ? argv[4] : "kernel");
     else if (strcmp(argv[1], "streams") == 0 && argc > 4)
         bench_streams(atoi(argv[2]), atof(argv[3]), atof(argv[4]), argc > 5 ? atof(argv[5]) : 0.0);

@@ -23,6 +23,7 @@
  *   limitscheck MS S1 B1 M1 S2 B2 M2 -> "mixed M of N generations G" (see limits_check)
  *   attack PATH       -> tries to write PATH three ways: "open-rw:R mprotect:R mmap-rw:R",
  *                        each R "allowed" or "denied"
+ *   module            -> loads a module (the fake driver's FAKEGPU_MODULE_MIB): "ok" | "err CODE"
  *   quit */
 #define MAX_ITEMS 65536
 
@@ -283,6 +284,10 @@ static int run_script(void) {
             limits_check(line + 12);
         } else if (sscanf(line, "attack %127s", a) == 1) {
             attack(a);
+        } else if (strncmp(line, "module", 6) == 0) {
+            CUmodule m;
+            CUresult r = p_cuModuleLoadData(&m, "");
+            if (r) printf("err %d\n", r); else printf("ok\n");
         } else if (strncmp(line, "quit", 4) == 0) {
             return 0;
         } else {

@@ -119,7 +119,9 @@ typedef int CUdriverProcAddressQueryResult;
 /* NVML */
 typedef int nvmlReturn_t;
 typedef struct nvmlDevice_st *nvmlDevice_t;
-enum { NVML_SUCCESS = 0, NVML_ERROR_INVALID_ARGUMENT = 2, NVML_ERROR_NOT_FOUND = 6 };
+enum { NVML_SUCCESS = 0, NVML_ERROR_INVALID_ARGUMENT = 2, NVML_ERROR_NOT_FOUND = 6,
+       NVML_ERROR_INSUFFICIENT_SIZE = 7 };
+#define NVML_VALUE_NOT_AVAILABLE (~0ull) /* usedGpuMemory the driver cannot give */
 typedef struct {
     unsigned long long total;
     unsigned long long free;
@@ -136,5 +138,12 @@ typedef struct {
     unsigned int gpu;
     unsigned int memory;
 } nvmlUtilization_t;
+/* nvmlProcessInfo_t of nvmlDeviceGetComputeRunningProcesses_v3 (and _v2). */
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
 
 #endif

@@ -53,7 +53,33 @@ typedef struct {
     nvmlReturn_t (*nvmlDeviceGetIndex)(nvmlDevice_t, unsigned *);
     nvmlReturn_t (*nvmlDeviceGetHandleByIndex_v2)(unsigned, nvmlDevice_t *);
     nvmlReturn_t (*nvmlDeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t *);
+    /* nvmlDeviceGetComputeRunningProcesses_v3, else _v2 (same record) */
+    nvmlReturn_t (*nvmlProcesses)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *);
 } real_calls;
+
+/* Memory operations of one thread that entered and left the driver. Each
+ * thread has its own (plain stores, no locked instruction on the allocation
+ * path); threads past the first ARKGPU_DRV_SLOTS - 1 share the last one with
+ * atomic increments. */
+#define ARKGPU_DRV_SLOTS 256
+typedef struct {
+    _Atomic uint64_t entered, left;
+    char pad[48]; /* one cache line per thread */
+} drv_count;
+
+/* The driver reserve (limiter_reserve.c), process-private: measured with NVML
+ * outside the region lock, published into this process's slot under it. */
+typedef struct {
+    pthread_mutex_t mu;  /* one measurement at a time (a private mutex, never the region lock) */
+    int nvml;            /* 0 not tried, 1 usable, -1 absent or failing */
+    int unlisted_counted, no_nvml_counted; /* each counted once per process */
+    _Atomic int64_t measured_ns[ARKGPU_MAX_DEVICES]; /* last measurement; 0: never */
+    nvmlDevice_t handle[ARKGPU_MAX_DEVICES];
+    /* A measurement is exact only when no memory operation of this process was
+     * inside the driver meanwhile (see stable()). */
+    drv_count drv[ARKGPU_DRV_SLOTS];
+    _Atomic unsigned drv_used; /* slots handed out */
+} reserve_state;
 
 /* A consistent copy of the limits record (read through its seqlock). */
 typedef struct {
@@ -62,11 +88,12 @@ typedef struct {
     uint64_t mem_limit[ARKGPU_MAX_DEVICES];
     uint32_t lend_count, lend_stale_ms;
     uint32_t lent_bp[ARKGPU_MAX_LENDERS];
+    uint32_t reserve_period_ms, reserve_margin_mib;
 } limits_view;
 
 /* Places inside the region lock where ARKGPU_DEBUG_HOLD=<site>:<ms> makes the
  * process sleep mid-update (the tests SIGKILL it there). */
-enum hold_site { HOLD_NONE, HOLD_CLAIM, HOLD_ALLOC, HOLD_FREE, HOLD_REFILL, HOLD_CHARGE, HOLD_RECLAIM };
+enum hold_site { HOLD_NONE, HOLD_CLAIM, HOLD_ALLOC, HOLD_FREE, HOLD_REFILL, HOLD_CHARGE, HOLD_RECLAIM, HOLD_RESERVE };
 
 typedef struct {
     _Atomic int inited;
@@ -84,6 +111,7 @@ typedef struct {
     int hold_site;         /* enum hold_site, from ARKGPU_DEBUG_HOLD */
     unsigned hold_ms;
     _Atomic int lock_broken; /* the region lock failed: said once on stderr */
+    reserve_state rsv;
 } limiter_state;
 
 extern limiter_state arkgpu_st;
@@ -126,6 +154,11 @@ static inline int64_t sat_sub(int64_t a, int64_t b) {
     int64_t r;
     return __builtin_sub_overflow(a, b, &r) ? (b < 0 ? INT64_MAX : INT64_MIN) : r;
 }
+/* a + b, UINT64_MAX when it overflows (figures from the usage region). */
+static inline uint64_t sat_addu(uint64_t a, uint64_t b) {
+    uint64_t r;
+    return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
 #define ARKGPU_COUNT(field) __atomic_fetch_add(&arkgpu_st.usage->field, 1, __ATOMIC_RELAXED)
 /* Reclaims the slots of dead processes: /proc is read first, without the lock. */
 void arkgpu_reclaim_dead(void);
@@ -139,6 +172,34 @@ uint64_t arkgpu_mem_limit(int dev);
 void *arkgpu_hook_for_real(void *real);
 void *arkgpu_hook_by_name(const char *name);
 void arkgpu_parse_debug_hold(void);
+
+/* Driver reserve (limiter_reserve.c). */
+#define ARKGPU_RESERVE_SLOW_NS 10000000ll /* near-cap or refused: measure at most every 10 ms */
+/* Measures (NVML; the caller holds no region lock) when this process never
+ * has on dev or its last measurement is older than max_age_ns. */
+void arkgpu_reserve_refresh(int dev, int64_t max_age_ns);
+/* The reaper's periodic refresh of the devices this process measured. */
+void arkgpu_reserve_tick(void);
+/* Initialises NVML ahead of the first measurement (the reaper, at its start). */
+void arkgpu_reserve_warm(void);
+void arkgpu_reserve_after_fork(void);
+/* Brackets a memory operation's trip through the driver: counts in this
+ * thread's own slot with a release store (a plain store on x86). */
+/* initial-exec: one load from the thread pointer, no __tls_get_addr call (the
+ * library is loaded at start-up, LD_PRELOAD or /etc/ld.so.preload). */
+extern __thread drv_count *arkgpu_tl_drv __attribute__((tls_model("initial-exec")));
+drv_count *arkgpu_drv_slot(void);
+static inline void arkgpu_drv_bump(int leave) {
+    drv_count *c = arkgpu_tl_drv;
+    if (UNLIKELY(!c)) c = arkgpu_drv_slot();
+    _Atomic uint64_t *x = leave ? &c->left : &c->entered;
+    if (LIKELY(c != &arkgpu_st.rsv.drv[ARKGPU_DRV_SLOTS - 1]))
+        atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + 1, memory_order_release);
+    else
+        atomic_fetch_add_explicit(x, 1, memory_order_release);
+}
+static inline void arkgpu_drv_enter(void) { arkgpu_drv_bump(0); }
+static inline void arkgpu_drv_leave(void) { arkgpu_drv_bump(1); }
 
 /* Hooks: declared with the driver's prototypes. */
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);

@@ -27,6 +27,7 @@
 limiter_state arkgpu_st = {
     .init_mu = PTHREAD_MUTEX_INITIALIZER,
     .map_busy = ATOMIC_FLAG_INIT,
+    .rsv = {.mu = PTHREAD_MUTEX_INITIALIZER},
     .hooks = {
 #define X(n) [H_##n] = {#n, (void *)n, NULL},
         ARKGPU_CUDA_HOOKS(X) ARKGPU_NVML_HOOKS(X)
@@ -127,6 +128,8 @@ static int read_once(const arkgpu_limits *l, limits_view *v) {
     v->lend_count = LOAD(lend_count);
     v->lend_stale_ms = LOAD(lend_stale_ms);
     for (int k = 0; k < ARKGPU_MAX_LENDERS; k++) v->lent_bp[k] = LOAD(lent_bp[k]);
+    v->reserve_period_ms = LOAD(reserve_period_ms);
+    v->reserve_margin_mib = LOAD(reserve_margin_mib);
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (__atomic_load_n(&l->generation, __ATOMIC_RELAXED) != g) return 0;
     v->generation = g;
@@ -200,6 +203,9 @@ static void resolve_real(void) {
         RESOLVE(nvml, nvmlDeviceGetIndex);
         RESOLVE(nvml, nvmlDeviceGetHandleByIndex_v2);
         RESOLVE(nvml, nvmlDeviceGetUtilizationRates);
+        *(void **)&r->nvmlProcesses = arkgpu_real_dlsym(nvml, "nvmlDeviceGetComputeRunningProcesses_v3");
+        if (!r->nvmlProcesses)
+            *(void **)&r->nvmlProcesses = arkgpu_real_dlsym(nvml, "nvmlDeviceGetComputeRunningProcesses_v2");
     }
 #undef RESOLVE
 }
@@ -217,6 +223,7 @@ static void after_fork_child(void) {
     arkgpu_st.me = NULL;
     arkgpu_launch_after_fork();
     arkgpu_lend_after_fork();
+    arkgpu_reserve_after_fork();
 }
 
 static void init_locked(void) {

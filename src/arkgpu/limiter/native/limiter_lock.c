@@ -66,6 +66,7 @@ typedef struct {
 static void clear_usage(arkgpu_proc *pr) {
     pr->flags = 0;
     memset(pr->bytes, 0, sizeof pr->bytes);
+    for (int d = 0; d < ARKGPU_MAX_DEVICES; d++) ST(pr->reserve[d], 0);
     ST(pr->busy_ns, 0);
     ST(pr->launches, 0);
     ST(pr->throttled_ns, 0);
@@ -82,6 +83,10 @@ static void reclaim_slot(arkgpu_proc *pr) {
             u->reclaimed_bytes += b;
             if (d == 0 && k == 0) arkgpu_debug_hold(HOLD_RECLAIM);
         }
+    for (int d = 0; d < ARKGPU_MAX_DEVICES; d++) { /* the driver frees a dead process's reserve */
+        uint64_t r = pr->reserve[d], held = LD(u->reserved[d]);
+        ST(u->reserved[d], held - (r < held ? r : held));
+    }
     ST(pr->pid, 0);
     ST(pr->start_ticks, 0);
     clear_usage(pr);
@@ -131,11 +136,14 @@ static void recover_locked(void) {
         if (pr->pid && pr != arkgpu_st.me && (pr->flags & ARKGPU_PROC_IN_LOCK)) reclaim_slot(pr);
     }
     for (int d = 0; d < ARKGPU_MAX_DEVICES; d++) {
-        uint64_t sum = 0;
+        uint64_t sum = 0, reserved = 0;
         for (int i = 0; i < ARKGPU_MAX_PROCS; i++)
-            if (u->procs[i].pid)
-                for (int k = 0; k < ARKGPU_KINDS; k++) sum += u->procs[i].bytes[d][k];
+            if (u->procs[i].pid) {
+                for (int k = 0; k < ARKGPU_KINDS; k++) sum = sat_addu(sum, u->procs[i].bytes[d][k]);
+                reserved = sat_addu(reserved, u->procs[i].reserve[d]);
+            }
         ST(u->used[d], sum);
+        ST(u->reserved[d], reserved);
     }
 }
 
@@ -196,13 +204,16 @@ const char *arkgpu_claim_slot(void) {
     return "no free process slot in the usage region (" "64 processes per container)";
 }
 
-/* Takes dead processes' memory back a few times a second. */
+/* Takes dead processes' memory back a few times a second and measures this
+ * process's driver reserve every reserve_period_ms (rounded up to its 200 ms). */
 static void *reaper(void *arg) {
     (void)arg;
     struct timespec ts = {0, 200000000};
+    arkgpu_reserve_warm();
     for (;;) {
         nanosleep(&ts, NULL);
         arkgpu_reclaim_dead();
+        arkgpu_reserve_tick();
     }
     return NULL;
 }
@@ -217,7 +228,7 @@ void arkgpu_start_reaper(void) {
 
 /* ---- test hooks ---- */
 void arkgpu_parse_debug_hold(void) {
-    static const char *const names[] = {"", "claim", "alloc", "free", "refill", "charge", "reclaim"};
+    static const char *const names[] = {"", "claim", "alloc", "free", "refill", "charge", "reclaim", "reserve"};
     const char *v = getenv("ARKGPU_DEBUG_HOLD");
     if (!v || !*v) return;
     const char *colon = strchr(v, ':');

@@ -9,32 +9,51 @@
 
 #include <sched.h>
 
-static int fits(int dev, uint64_t cap, uint64_t bytes) {
-    uint64_t used = LD(arkgpu_st.usage->used[dev]);
-    return bytes <= cap && used <= cap - bytes;
+/* 1: the bytes fit, with the requested bytes and the driver reserve of the
+ * live processes, within the cap; 2: they fit but land within margin of the
+ * cap while this process's reserve was measured over 10 ms ago (measure it,
+ * then judge again); 0: they do not fit. The caller locks. */
+static int fits(int dev, uint64_t cap, uint64_t bytes, uint64_t margin) {
+    uint64_t held = sat_addu(LD(arkgpu_st.usage->used[dev]), LD(arkgpu_st.usage->reserved[dev]));
+    if (bytes > cap || held > cap - bytes) return 0;
+    if (LIKELY(sat_addu(held + bytes, margin) <= cap)) return 1;
+    return arkgpu_now_ns() - atomic_load(&arkgpu_st.rsv.measured_ns[dev]) >= ARKGPU_RESERVE_SLOW_NS ? 2 : 1;
 }
 
-/* Reserve bytes under the cap; when they do not fit, dead processes' memory
- * is looked for (through /proc, without the lock) and the fit tried again. */
+/* Reserve bytes under the cap. The process's driver reserve is measured first
+ * at its first allocation on dev, and (NVML, without the lock) when the bytes
+ * land near the cap or do not fit; when they do not fit, dead processes'
+ * memory is also looked for (through /proc, without the lock) and the fit
+ * tried again. */
 static CUresult reserve(int dev, int kind, uint64_t bytes) {
     if (!arkgpu_ready()) return CUDA_ERROR_OUT_OF_MEMORY;
     if (dev < 0 || dev >= ARKGPU_MAX_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
-    uint64_t cap = arkgpu_mem_limit(dev);
+    const limits_view *l = arkgpu_limits_now();
+    uint64_t cap = (unsigned)dev < l->num_devices ? l->mem_limit[dev] : 0;
+    uint64_t margin = (uint64_t)l->reserve_margin_mib << 20;
     arkgpu_usage *u = arkgpu_st.usage;
-    int ok = 0;
-    for (int attempt = 0; attempt < 2 && !ok; attempt++) {
-        if (attempt) arkgpu_reclaim_dead();
+    if (UNLIKELY(!atomic_load_explicit(&arkgpu_st.rsv.measured_ns[dev], memory_order_relaxed)))
+        arkgpu_reserve_refresh(dev, 0);
+    int fit = 0, reclaimed = 0;
+    for (;;) {
         if (arkgpu_usage_lock() != 0) return CUDA_ERROR_OUT_OF_MEMORY;
-        ok = fits(dev, cap, bytes);
-        if (ok) {
+        fit = fits(dev, cap, bytes, margin);
+        if (fit == 1) {
             ST(u->used[dev], LD(u->used[dev]) + bytes);
             arkgpu_debug_hold(HOLD_ALLOC);
             arkgpu_st.me->bytes[dev][kind] += bytes;
         }
         arkgpu_usage_unlock();
+        if (fit == 1 || (fit == 0 && reclaimed)) break;
+        if (fit == 0) {
+            arkgpu_reclaim_dead();
+            reclaimed = 1;
+        }
+        arkgpu_reserve_refresh(dev, ARKGPU_RESERVE_SLOW_NS);
+        margin = 0; /* measured now: judge on the figure */
     }
-    if (!ok) __atomic_fetch_add(&arkgpu_st.me->oom_refusals, 1, __ATOMIC_RELAXED);
-    return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    if (fit != 1) __atomic_fetch_add(&arkgpu_st.me->oom_refusals, 1, __ATOMIC_RELAXED);
+    return fit == 1 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 /* Give bytes back; with a broken lock they stay counted (never under-count). */
@@ -77,18 +96,20 @@ static CUresult settle(CUresult r, ptrmap *m, uint64_t key, uint64_t bytes, int 
 #define RELEASE(map, key, call)                                                              \
     do {                                                                                     \
         if (!arkgpu_ready()) return call;                                                    \
-        uint64_t bytes_, tag_;                                                               \
+        uint64_t bytes_ = 0, tag_ = 0;                                                       \
         map_lock();                                                   \
         int found_ = ptrmap_take(map, key, &bytes_, &tag_) == 0;                             \
-        map_unlock();                                                 \
+        map_unlock();                                                                        \
+        arkgpu_drv_enter();                                                                  \
         CUresult r_ = call;                                                                  \
         if (found_ && r_ == CUDA_SUCCESS)                                                    \
             unreserve((int)(tag_ >> 8), (int)(tag_ & 0xff), bytes_);                         \
         else if (found_) {                                                                   \
-            map_lock();                                               \
+            map_lock();                                                                      \
             ptrmap_put(map, key, bytes_, tag_);                                              \
-            map_unlock();                                             \
+            map_unlock();                                                                    \
         }                                                                                    \
+        arkgpu_drv_leave();                                                                  \
         return r_;                                                                           \
     } while (0)
 
@@ -99,10 +120,14 @@ static CUresult settle(CUresult r, ptrmap *m, uint64_t key, uint64_t bytes, int 
 static CUresult alloc_linear(CUdeviceptr *p, size_t n, int kind, int dev, CUresult (*call)(void *),
                              void *ctx) {
     if (n == 0) return call(ctx);
+    arkgpu_drv_enter();
     CUresult r = reserve(dev, kind, n);
-    if (r != CUDA_SUCCESS) return r;
-    r = call(ctx);
-    return settle(r, &arkgpu_st.ptrs, *p, n, dev, kind);
+    if (r == CUDA_SUCCESS) {
+        r = call(ctx); /* before *p is read */
+        r = settle(r, &arkgpu_st.ptrs, *p, n, dev, kind);
+    }
+    arkgpu_drv_leave();
+    return r;
 }
 
 struct alloc_args {
@@ -134,11 +159,7 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
     return alloc_linear(p, n, ARKGPU_KIND_ALLOC, arkgpu_ready() ? arkgpu_current_device() : 0, call_alloc, &a);
 }
 
-EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w, size_t h, unsigned eb) {
-    NEED(cuMemAllocPitch_v2);
-    /* The driver picks the pitch; reserve the most it may use (512-byte rows). */
-    uint64_t bytes = (uint64_t)((w + 511) & ~(size_t)511) * h;
-    if (bytes == 0) return REAL(cuMemAllocPitch_v2)(p, pitch, w, h, eb);
+static CUresult alloc_pitch(CUdeviceptr *p, size_t *pitch, size_t w, size_t h, unsigned eb, uint64_t bytes) {
     int dev = arkgpu_ready() ? arkgpu_current_device() : 0;
     CUresult r = reserve(dev, ARKGPU_KIND_ALLOC, bytes);
     if (r != CUDA_SUCCESS) return r;
@@ -154,6 +175,17 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w, size
         }
     }
     return settle(r, &arkgpu_st.ptrs, *p, r == CUDA_SUCCESS ? real : bytes, dev, ARKGPU_KIND_ALLOC);
+}
+
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w, size_t h, unsigned eb) {
+    NEED(cuMemAllocPitch_v2);
+    /* The driver picks the pitch; reserve the most it may use (512-byte rows). */
+    uint64_t bytes = (uint64_t)((w + 511) & ~(size_t)511) * h;
+    if (bytes == 0) return REAL(cuMemAllocPitch_v2)(p, pitch, w, h, eb);
+    arkgpu_drv_enter();
+    CUresult r = alloc_pitch(p, pitch, w, h, eb, bytes);
+    arkgpu_drv_leave();
+    return r;
 }
 
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned flags) {
@@ -173,10 +205,14 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUm
     NEED(cuMemCreate);
     int dev = prop ? prop->location.id : 0;
     if (n == 0) return REAL(cuMemCreate)(h, n, prop, flags);
+    arkgpu_drv_enter();
     CUresult r = reserve(dev, ARKGPU_KIND_VMM, n);
-    if (r != CUDA_SUCCESS) return r;
-    r = REAL(cuMemCreate)(h, n, prop, flags);
-    return settle(r, &arkgpu_st.handles, *h, n, dev, ARKGPU_KIND_VMM);
+    if (r == CUDA_SUCCESS) {
+        r = REAL(cuMemCreate)(h, n, prop, flags);
+        r = settle(r, &arkgpu_st.handles, *h, n, dev, ARKGPU_KIND_VMM);
+    }
+    arkgpu_drv_leave();
+    return r;
 }
 
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
@@ -239,15 +275,19 @@ static uint64_t array_bytes(size_t w, size_t h, size_t d, CUarray_format f, unsi
     return total;
 }
 
-#define ARRAY_CREATE(name, out, bytes, call)                                     \
-    do {                                                                         \
-        NEED(name);                                                              \
-        int dev_ = arkgpu_ready() ? arkgpu_current_device() : 0;                 \
-        CUresult r_ = reserve(dev_, ARKGPU_KIND_ARRAY, bytes);                   \
-        if (r_ != CUDA_SUCCESS) return r_;                                       \
-        r_ = call;                                                               \
-        return settle(r_, &arkgpu_st.ptrs, (uint64_t)(uintptr_t)*(out), bytes, dev_, \
-                      ARKGPU_KIND_ARRAY);                                        \
+#define ARRAY_CREATE(name, out, bytes, call)                                              \
+    do {                                                                                  \
+        NEED(name);                                                                       \
+        int dev_ = arkgpu_ready() ? arkgpu_current_device() : 0;                          \
+        arkgpu_drv_enter();                                                               \
+        CUresult r_ = reserve(dev_, ARKGPU_KIND_ARRAY, bytes);                            \
+        if (r_ == CUDA_SUCCESS) {                                                         \
+            r_ = call;                                                                    \
+            r_ = settle(r_, &arkgpu_st.ptrs, (uint64_t)(uintptr_t)*(out), bytes, dev_,    \
+                        ARKGPU_KIND_ARRAY);                                               \
+        }                                                                                 \
+        arkgpu_drv_leave();                                                               \
+        return r_;                                                                        \
     } while (0)
 
 EXPORT CUresult cuArrayCreate_v2(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d) {
@@ -288,7 +328,7 @@ static void clamp_to_cap(int dev, unsigned long long *free_b, unsigned long long
         return;
     }
     uint64_t cap = arkgpu_mem_limit(dev);
-    uint64_t used = __atomic_load_n(&arkgpu_st.usage->used[dev], __ATOMIC_RELAXED);
+    uint64_t used = sat_addu(LD(arkgpu_st.usage->used[dev]), LD(arkgpu_st.usage->reserved[dev]));
     if (cap < *total_b) *total_b = cap;
     uint64_t left = used < *total_b ? *total_b - used : 0;
     if (left < *free_b) *free_b = left;

@@ -12,8 +12,12 @@
  */
 #include "fakecuda.h"
 
+#include <signal.h>
+
 fake_process g = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
 __thread CUcontext tls_ctx;
+
+static void after_fork_child(void);
 
 static void init_once(void) {
     g.st = fakegpu_attach();
@@ -23,9 +27,62 @@ static void init_once(void) {
     g.next_handle = 1;
     for (unsigned i = 0; i < FAKEGPU_MAX_DEVICES; i++) g.primary[i].dev = (int)i;
     for (unsigned i = 0; i < FAKEGPU_MAX_DEVICES; i++) g.pools[i].dev = (int)i;
+    fakegpu_check(pthread_atfork(NULL, NULL, after_fork_child), "pthread_atfork");
 }
 
 int fake_cur_dev(void) { return tls_ctx ? tls_ctx->dev : 0; }
+
+/* ---- what NVML shows of this process (fakeprocs.h) ---- */
+fakeprocs_entry *fake_entry(int dev) {
+    if (dev < 0 || dev >= FAKEGPU_MAX_DEVICES) return NULL;
+    if (g.ent[dev]) return g.ent[dev];
+    if (!g.ent_pid) g.ent_pid = getpid();
+    if (!g.procs && !g.procs_tried) { /* once: a table this process cannot open stays unopened */
+        g.procs = fakeprocs_attach();
+        g.procs_tried = 1;
+    }
+    for (int i = 0; g.procs && i < FAKEPROCS_SLOTS && !g.ent[dev]; i++) {
+        fakeprocs_entry *e = &g.procs->e[i];
+        uint32_t pid = atomic_load(&e->pid);
+        uint32_t me = (uint32_t)g.ent_pid;
+        if ((pid == 0 || kill((pid_t)pid, 0) != 0) && atomic_compare_exchange_strong(&e->pid, &pid, me)) {
+            e->dev = (uint32_t)dev;
+            atomic_store(&e->bytes, (uint64_t)fakegpu_env_uint("FAKEGPU_CTX_RESERVE_MIB", 256) << 20);
+            g.ent[dev] = e;
+        }
+    }
+    return g.ent[dev];
+}
+
+void fake_entry_add(int dev, uint64_t bytes) {
+    fakeprocs_entry *e = fake_entry(dev);
+    if (e) atomic_fetch_add(&e->bytes, bytes);
+}
+
+void fake_entry_sub(int dev, uint64_t bytes) {
+    fakeprocs_entry *e = fake_entry(dev);
+    uint64_t v = e ? atomic_load(&e->bytes) : 0;
+    while (e && !atomic_compare_exchange_weak(&e->bytes, &v, v - (bytes < v ? bytes : v))) {
+    }
+}
+
+/* A forked child that goes on using its parent's contexts holds its own on
+ * each of those devices (no lock: another thread of the parent may have held
+ * g.mu at the fork; the child is single-threaded here). */
+static void after_fork_child(void) {
+    int had[FAKEGPU_MAX_DEVICES];
+    for (int d = 0; d < FAKEGPU_MAX_DEVICES; d++) had[d] = g.ent[d] != NULL;
+    memset(g.ent, 0, sizeof g.ent); /* the child's own entries, nothing allocated yet */
+    g.ent_pid = getpid();
+    for (int d = 0; d < FAKEGPU_MAX_DEVICES; d++)
+        if (had[d]) fake_entry(d);
+}
+
+static void touch_context(int dev) {
+    fake_lock(&g.mu);
+    fake_entry(dev);
+    fake_unlock(&g.mu);
+}
 int fake_ready(void) {
     fakegpu_check(pthread_once(&g.once, init_once), "pthread_once");
     return g.st != NULL;
@@ -63,6 +120,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
     fake_ready();
     if (d < 0 || (unsigned)d >= g.ndev) return CUDA_ERROR_INVALID_DEVICE;
     *c = &g.primary[d];
+    touch_context(d);
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { (void)d; return CUDA_SUCCESS; }
@@ -76,7 +134,11 @@ EXPORT CUresult cuCtxDestroy_v2(CUcontext c) {
     if (tls_ctx == c) tls_ctx = NULL;
     return CUDA_SUCCESS;
 }
-EXPORT CUresult cuCtxSetCurrent(CUcontext c) { tls_ctx = c; return CUDA_SUCCESS; }
+EXPORT CUresult cuCtxSetCurrent(CUcontext c) {
+    tls_ctx = c;
+    if (c) touch_context(c->dev);
+    return CUDA_SUCCESS;
+}
 EXPORT CUresult cuCtxGetCurrent(CUcontext *c) { *c = tls_ctx; return CUDA_SUCCESS; }
 EXPORT CUresult cuCtxGetDevice(CUdevice *d) {
     if (!tls_ctx) return CUDA_ERROR_INVALID_CONTEXT;
@@ -93,6 +155,9 @@ EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
     (void)image;
     static struct CUmod_st mod;
     *m = &mod;
+    fake_lock(&g.mu); /* the module's image lives on the device: NVML shows it */
+    fake_entry_add(fake_cur_dev(), (uint64_t)fakegpu_env_uint("FAKEGPU_MODULE_MIB", 0) << 20);
+    fake_unlock(&g.mu);
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuModuleLoad(CUmodule *m, const char *fname) { return cuModuleLoadData(m, fname); }

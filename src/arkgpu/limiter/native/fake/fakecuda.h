@@ -7,6 +7,7 @@
 #include "../cuda_abi.h"
 #include "../ptrmap.h"
 #include "fakegpu_state.h"
+#include "fakeprocs.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_GRAPH_NODES 256
@@ -47,6 +48,13 @@ typedef struct {
     int64_t last_end; /* end of all booked work of this process */
     _Atomic uint64_t proc_busy_ns;
     _Atomic uint64_t launches;
+    /* What NVML shows of this process per device (fakeprocs.h): the context's
+     * reserve (FAKEGPU_CTX_RESERVE_MIB), loaded modules (FAKEGPU_MODULE_MIB)
+     * and the bytes allocated; claimed by the pid that created the context. */
+    fakeprocs_table *procs;
+    int procs_tried;
+    fakeprocs_entry *ent[FAKEGPU_MAX_DEVICES];
+    pid_t ent_pid;
 } fake_process;
 
 extern fake_process g;
@@ -54,6 +62,11 @@ extern fake_process g;
 extern __thread CUcontext tls_ctx;
 
 int fake_ready(void);
+/* This process's NVML entry on dev, claimed (with the context's reserve) on
+ * first use; NULL when the table is full or missing. The caller holds g.mu. */
+fakeprocs_entry *fake_entry(int dev);
+void fake_entry_add(int dev, uint64_t bytes);
+void fake_entry_sub(int dev, uint64_t bytes);
 int fake_cur_dev(void);
 
 /* Memory entry points (fakecuda_mem.c), for the cuGetProcAddress table. */

@@ -19,6 +19,7 @@ static CUresult mem_take(uint64_t bytes, int dev, uint64_t key, unsigned long lo
         }
         if (ptrmap_put(&g.allocs, key, bytes, (uint64_t)dev) == 0) {
             g.used[dev] += bytes;
+            fake_entry_add(dev, bytes);
             *out = key;
             r = CUDA_SUCCESS;
         }
@@ -31,7 +32,10 @@ static CUresult mem_give(uint64_t key) {
     uint64_t bytes, dev;
     fake_lock(&g.mu);
     int r = ptrmap_take(&g.allocs, key, &bytes, &dev);
-    if (r == 0) g.used[dev] -= bytes;
+    if (r == 0) {
+        g.used[dev] -= bytes;
+        fake_entry_sub((int)dev, bytes);
+    }
     fake_unlock(&g.mu);
     return r == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }

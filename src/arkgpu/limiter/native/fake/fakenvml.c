@@ -46,6 +46,7 @@ static int lost(nvmlDevice_t d) {
 }
 
 EXPORT nvmlReturn_t nvmlInit_v2(void) {
+    if (fakegpu_env_uint("FAKEGPU_NVML_BROKEN", 0)) return NVML_ERROR_NOT_FOUND; /* no driver, for tests */
     fakegpu_check(pthread_once(&g.once, init_once), "pthread_once");
     return g.st ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
 }
@@ -119,7 +120,12 @@ EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned len) {
     return NVML_SUCCESS;
 }
 
-/* Per-process memory (fakeprocs.h): the processes alive in the table on device d. */
+/* Per-process memory (fakeprocs.h): the processes alive in the table on device d
+ * (a context's reserve, its modules and its allocations, or an escape's bytes).
+ * For tests: FAKEGPU_NVML_DELAY_MS makes each call sleep that long first (and
+ * create the file FAKEGPU_NVML_DELAY_MARK then); FAKEGPU_NVML_PID_OFFSET adds
+ * to every pid (as NVML's host pids seen from a container's pid namespace);
+ * FAKEGPU_NVML_BROKEN=1 makes nvmlInit fail. */
 typedef struct {
     unsigned pid;
     unsigned long long usedGpuMemory;
@@ -129,13 +135,22 @@ typedef struct {
 EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned *count,
                                                             fake_process_info *infos) {
     if (!valid(d) || !count) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned delay_ms = fakegpu_env_uint("FAKEGPU_NVML_DELAY_MS", 0); /* a slow driver, for tests */
+    const char *mark = getenv("FAKEGPU_NVML_DELAY_MARK");
+    if (delay_ms && mark && *mark) { /* says "in the slow call now" */
+        FILE *f = fopen(mark, "w");
+        if (f) fclose(f);
+    }
+    if (delay_ms) usleep(delay_ms * 1000u);
+    unsigned pid_offset = fakegpu_env_uint("FAKEGPU_NVML_PID_OFFSET", 0); /* pids of another namespace */
     fakeprocs_table *t = fakeprocs_attach();
     unsigned n = 0, room = *count;
     for (int i = 0; t && i < FAKEPROCS_SLOTS; i++) {
         uint32_t pid = atomic_load(&t->e[i].pid);
         if (!pid || t->e[i].dev != (uint32_t)index_of(d) || kill((pid_t)pid, 0) != 0) continue;
         if (infos && n < room)
-            infos[n] = (fake_process_info){pid, atomic_load(&t->e[i].bytes), 0xFFFFFFFFu, 0xFFFFFFFFu};
+            infos[n] = (fake_process_info){pid + pid_offset, atomic_load(&t->e[i].bytes), 0xFFFFFFFFu,
+                                           0xFFFFFFFFu};
         n++;
     }
     if (t) munmap(t, sizeof *t);
