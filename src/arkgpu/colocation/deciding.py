@@ -18,7 +18,7 @@ borrows from those with the largest shares.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from arkgpu.colocation.adjusting import AdjustmentConfig, AdjustmentUnit
@@ -118,6 +118,12 @@ class NodeController:
         """Decide the next period of one GPU from the last period's observations."""
         split = self._unit(observations.gpu).step(observations.lcs, observations.bes)
         return decide(split, observations, self.config)
+
+    def restore(self, observations: GpuObservations, current: Mapping[str, int]) -> None:
+        """Rebuild one GPU's state from the shares in force (``current``, bp per container),
+        deciding nothing: a controller restarted over running containers continues from
+        their limits (:meth:`AdjustmentUnit.restore`)."""
+        self._unit(observations.gpu).restore(observations.lcs, observations.bes, current)
 
     def _unit(self, gpu: int) -> AdjustmentUnit:
         if gpu not in self.units:

@@ -18,9 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
+from arkgpu.colocation.deciding import ContainerDecision
 from arkgpu.colocation.observations import BeObservation, LcObservation, observe_lc
-from arkgpu.limiter.region import Limits, Usage, read_latencies, read_usage
+from arkgpu.limiter.region import USAGE_FILE, Limits, Usage
 from arkgpu.node.pods import PodSpec
+from arkgpu.node.reading import UsageReader
 
 
 @dataclass
@@ -45,6 +47,14 @@ class Container:
     """LC: requests completed since adoption."""
     within_target: int = 0
     """LC: requests completed since adoption within the p99 target (SLO attainment)."""
+    decided: ContainerDecision | None = None
+    """The last decision written into its limits (an equal one writes nothing)."""
+    reader: UsageReader = field(init=False, repr=False, compare=False)
+    """Reads its usage file each period (:mod:`arkgpu.node.reading`)."""
+
+    def __post_init__(self) -> None:
+        """Open the reader of the region's usage file."""
+        self.reader = UsageReader(self.region / USAGE_FILE)
 
     @property
     def name(self) -> str:
@@ -64,7 +74,7 @@ class Container:
 def refresh(container: Container) -> None:
     """Read the container's usage for this period (None when the file is unreadable)."""
     try:
-        container.usage = read_usage(container.region)
+        container.usage = container.reader.read()
     except (OSError, ValueError):
         container.usage = None
 
@@ -80,9 +90,9 @@ def observe(container: Container, period_s: float) -> LcObservation | BeObservat
     spec = container.spec
     if not spec.is_lc:
         return BeObservation(spec.name, spec.model, spec.batch, spec.memory_mib)
-    fresh = container.usage is None or container.usage.latency_head != container.seq
+    head = container.usage.latency_head if container.usage else container.seq
     try:
-        samples = read_latencies(container.region, container.seq) if fresh else []
+        samples = container.reader.latencies(head, container.seq) if head != container.seq else []
     except (OSError, ValueError):
         samples = []
     if samples:
