@@ -1,4 +1,4 @@
-"""What the control loop remembers between periods changes no decision.
+"""What the control loop remembers between periods, and its faster p99, change no decision.
 
 The sizer remembers its slowdowns and plans (pure functions of their
 arguments), and an adjustment unit whose last step left its state unchanged
@@ -8,14 +8,16 @@ the node runtime's tick cost; the decisions must be the ones computed afresh.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
+import numpy as np
 from colocation_helpers import FakePredictor
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arkgpu.colocation.adjusting import AdjustmentUnit
-from arkgpu.colocation.observations import BeObservation, LcObservation
+from arkgpu.colocation.observations import BeObservation, LcObservation, p99_ms
 from arkgpu.colocation.sizing import LcDemand, ShareSizer
 from arkgpu.predictor import Workload
 
@@ -88,3 +90,20 @@ def test_a_settled_gpu_is_not_sized_again_until_an_input_moves() -> None:
     raised = unit.step(hot, BES)
     assert predictor.asked > asked
     assert raised.lc_bp["lc"] > splits[-1].lc_bp["lc"]
+
+
+FLOATS = st.one_of(st.floats(0.0, 10.0), st.floats(-1e9, 1e9), st.sampled_from([0.02, 0.05]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(FLOATS, min_size=1, max_size=3000), st.integers(1, 4))
+def test_p99_is_numpys_bit_for_bit(values: list[float], chunks: int) -> None:
+    """observe_lc's p99 (a faster path for float64) equals numpy's linear percentile
+    exactly, for any count, ties and chunking; float32 and NaN go to numpy itself."""
+    array = np.asarray(values, dtype=np.float64)
+    parts = np.array_split(array, chunks)
+    expected = float(np.percentile(array, 99)) * 1000.0
+    assert p99_ms(parts) == expected
+    small = array.astype(np.float32)
+    assert p99_ms([small]) == float(np.percentile(small, 99)) * 1000.0
+    assert math.isnan(p99_ms([np.append(array, np.nan)]))

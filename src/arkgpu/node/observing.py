@@ -92,16 +92,20 @@ def observe(container: Container, period_s: float) -> LcObservation | BeObservat
         return BeObservation(spec.name, spec.model, spec.batch, spec.memory_mib)
     head = container.usage.latency_head if container.usage else container.seq
     try:
-        samples = container.reader.latencies(head, container.seq) if head != container.seq else []
+        samples = container.reader.entries(head, container.seq) if head != container.seq else []
     except (OSError, ValueError):
         samples = []
     if samples:
-        container.seq = samples[-1].seq
-    arrived = sum(max(s.batch, 1) for s in samples)
-    latencies = [np.asarray([s.latency_ns / 1e9 for s in samples])] if samples else []
+        container.seq = samples[-1][0]
+    counts = [max(batch, 1) for _, _, _, batch in samples]
+    arrived = sum(counts)
+    latencies_ns = [latency for _, _, latency, _ in samples]
+    latencies = [np.array(latencies_ns, dtype=np.float64) / 1e9] if samples else []
     container.requests += arrived
     bound_ns = spec.target_ms * 1e6
-    container.within_target += sum(max(x.batch, 1) for x in samples if x.latency_ns <= bound_ns)
+    container.within_target += sum(
+        n for n, latency in zip(counts, latencies_ns, strict=True) if latency <= bound_ns
+    )
     observation = observe_lc(
         spec.name,
         spec,

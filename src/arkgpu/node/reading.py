@@ -196,16 +196,19 @@ class UsageReader:
         ones are gone, an entry being written (its sequence number not yet its
         ticket's) is skipped.
         """
+        return [LatencySample(*entry) for entry in self.entries(head, after_seq)]
+
+    def entries(self, head: int, after_seq: int) -> list[tuple[int, int, int, int]]:
+        """:meth:`latencies` as plain (seq, t_ns, latency_ns, batch) tuples (the loop's)."""
         slots = layout.LATENCY_SLOTS
-        first = max(after_seq, head - slots)
-        out: list[LatencySample] = []
-        ticket = first
+        ticket = max(after_seq, head - slots)
+        out = []
         while ticket < head:  # at most two runs: up to the ring's end, then from its start
             slot = ticket % slots
             count = min(head - ticket, slots - slot)
             data = self._pread(count * _ENTRY, _FIXED + slot * _ENTRY)
-            for k, entry in enumerate(_ENTRY_FORMAT.iter_unpack(data)):
-                if entry[0] == ticket + k + 1:
-                    out.append(LatencySample(*entry))
+            out += [
+                e for k, e in enumerate(_ENTRY_FORMAT.iter_unpack(data)) if e[0] == ticket + k + 1
+            ]
             ticket += count
         return out
