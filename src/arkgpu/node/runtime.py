@@ -145,11 +145,13 @@ class NodeRuntime:
             self.scan()
             if self.backstop is not None:
                 self.backstop.check(list(self.containers.values()))
-        for gpu in sorted({c.spec.gpu for c in self.containers.values()}):
-            self._tick_gpu(gpu, period)
+        by_gpu: dict[int, list[Container]] = {}
+        for c in self.containers.values():
+            by_gpu.setdefault(c.spec.gpu, []).append(c)
+        for gpu in sorted(by_gpu):
+            self._tick_gpu(gpu, by_gpu[gpu], period)
 
-    def _tick_gpu(self, gpu: int, period: float) -> None:
-        mine = [c for c in self.containers.values() if c.spec.gpu == gpu]
+    def _tick_gpu(self, gpu: int, mine: list[Container], period: float) -> None:
         for c in mine:
             refresh(c)
         live = [c for c in mine if c.active()]
