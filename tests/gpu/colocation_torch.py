@@ -84,7 +84,6 @@ def preflight() -> str:
     return str(torch.cuda.get_device_name(0))
 
 
-
 def _reporter() -> Any:
     """The latency channel when the workload runs in a region, else None."""
     if not os.environ.get("ARKGPU_REGION_DIR"):
@@ -189,7 +188,6 @@ def be_child(spec: dict[str, Any]) -> dict[str, Any]:
         step()
         stamps.append(time.monotonic() - start)
     return {"stamps": stamps}
-
 
 
 def _child_env(mode: str, regions: Path | None, staged: Path | None) -> dict[str, str]:
