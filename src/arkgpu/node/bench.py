@@ -17,6 +17,8 @@ unknown and the feedback drains). Figures:
   instead of finding its GPUs settled.
 * ``traffic_cpu_share_estimate``: the mean traffic tick over ``period_s`` (the
   loop's own CPU at that period, the scans left out).
+* ``lc_requests_seen``: requests the runtime read from the LC containers'
+  latency reports (the traffic reached it).
 """
 
 from __future__ import annotations
@@ -131,6 +133,7 @@ def run_node_bench(c: NodeBenchConfig) -> dict[str, Any]:
         "traffic_tick_p99_ms": _p99(busy),
         "traffic_cpu_share_estimate": statistics.mean(busy) / 1000.0 / c.period_s,
         "writes": runtime.stats.writes,
+        "lc_requests_seen": sum(c.requests for c in runtime.containers.values()),
     }
 
 
