@@ -78,9 +78,10 @@ def preflight() -> str:
         raise NotRunError("PyTorch sees no CUDA GPU (torch.cuda.is_available() is false)")
     from arkgpu.limiter import native  # noqa: PLC0415
 
-    library = native.limiter_library()
-    if not library.is_file():
-        raise NotRunError(f"{library}: not built (make -C src/arkgpu/limiter/native)")
+    try:
+        native.limiter_library()
+    except FileNotFoundError as exc:
+        raise NotRunError(f"the limiter is not built: {exc}") from None
     return str(torch.cuda.get_device_name(0))
 
 
