@@ -282,6 +282,7 @@ def _runtime(work: Path, regions: Path, args: argparse.Namespace) -> Any:
     deadline = time.monotonic() + 120.0
     while "arkgpu node:" not in log.read_text() and proc.poll() is None:
         if time.monotonic() > deadline:
+            proc.kill()
             raise RuntimeError(f"the node runtime did not start (see {log})")
         time.sleep(0.2)
     if proc.poll() is not None:
