@@ -47,6 +47,9 @@ class Container:
     """LC: requests completed since adoption."""
     within_target: int = 0
     """LC: requests completed since adoption within the p99 target (SLO attainment)."""
+    quiet: LcObservation | BeObservation | None = field(default=None, repr=False)
+    """The observation of a period with nothing completed, kept: equal each such
+    period (a BE job's always; an LC service's while its queue state holds)."""
     decided: ContainerDecision | None = None
     """The last decision written into its limits (an equal one writes nothing)."""
     reader: UsageReader = field(init=False, repr=False, compare=False)
@@ -89,18 +92,21 @@ def observe(container: Container, period_s: float) -> LcObservation | BeObservat
     """This period's observation of the container."""
     spec = container.spec
     if not spec.is_lc:
-        return BeObservation(spec.name, spec.model, spec.batch, spec.memory_mib)
+        if container.quiet is None:
+            container.quiet = BeObservation(spec.name, spec.model, spec.batch, spec.memory_mib)
+        return container.quiet
     head = container.usage.latency_head if container.usage else container.seq
     try:
         samples = container.reader.entries(head, container.seq) if head != container.seq else []
     except (OSError, ValueError):
         samples = []
-    if samples:
-        container.seq = samples[-1][0]
+    if not samples:
+        return _quiet(container, period_s)
+    container.seq = samples[-1][0]
     counts = [max(batch, 1) for _, _, _, batch in samples]
     arrived = sum(counts)
     latencies_ns = [latency for _, _, latency, _ in samples]
-    latencies = [np.array(latencies_ns, dtype=np.float64) / 1e9] if samples else []
+    latencies = [np.array(latencies_ns, dtype=np.float64) / 1e9]
     container.requests += arrived
     bound_ns = spec.target_ms * 1e6
     container.within_target += sum(
@@ -112,12 +118,32 @@ def observe(container: Container, period_s: float) -> LcObservation | BeObservat
         arrived=arrived,
         period_s=period_s,
         latencies_s=latencies,
-        queued=_queued(container, bool(samples)),
+        queued=0,
         memory_mib=spec.memory_mib,
     )
-    if samples:
-        container.p99_ms = observation.p99_ms
+    container.p99_ms = observation.p99_ms
     return observation
+
+
+def _quiet(container: Container, period_s: float) -> LcObservation:
+    """An LC period with nothing completed: rate 0, p99 unknown, the queue as it stands
+    (the same observation as long as the queue state holds)."""
+    queued = _queued(container, False)
+    kept = container.quiet
+    if isinstance(kept, LcObservation) and kept.queued == queued:
+        return kept
+    spec = container.spec
+    fresh = observe_lc(
+        spec.name,
+        spec,
+        arrived=0,
+        period_s=period_s,
+        latencies_s=[],
+        queued=queued,
+        memory_mib=spec.memory_mib,
+    )
+    container.quiet = fresh
+    return fresh
 
 
 def _queued(container: Container, completed: bool) -> int:

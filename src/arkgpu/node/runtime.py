@@ -170,7 +170,7 @@ class NodeRuntime:
             self._write(self.containers[entry.name], entry)
 
     def _write(self, container: Container, entry: ContainerDecision) -> None:
-        if entry == container.decided:  # the limits in force are this entry's already
+        if entry is container.decided or entry == container.decided:  # in force already
             return
         container.decided = entry
         limits = replace(
