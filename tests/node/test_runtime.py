@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from arkgpu.colocation.adjusting import AdjustmentUnit
 from arkgpu.colocation.deciding import ControlConfig, NodeController
 from arkgpu.colocation.observations import BeObservation, GpuObservations, LcObservation
 from arkgpu.colocation.sizing import LcDemand, ShareSizer
 from arkgpu.limiter.lending import lender_path
 from arkgpu.limiter.region import LIMITS_FILE, Limits, create_region, read_limits
-from arkgpu.model.shares import share_fraction
 from arkgpu.node.config import NodeConfig
 from arkgpu.node.pods import PodSpec, write_pod
-from arkgpu.node.runtime import NodeRuntime, seed_unit
+from arkgpu.node.runtime import NodeRuntime
 from arkgpu.predictor import Predictor, default_predictor
 
 LC = PodSpec("lc", "lc", 0, "resnet50", 1024, target_ms=50.0, peak_rps=150.0)
@@ -93,18 +90,18 @@ def test_a_restart_leaves_every_limit_as_it_was(tmp_path: Path, predictor: Predi
 
 
 def test_the_rebuilt_state_continues_from_the_shares_in_force(predictor: Predictor) -> None:
-    """seed_unit then a step with quiet feedback (p99 between the relax and violation
-    ratios) gives back the share in force, whatever the unit held before."""
+    """NodeController.restore then a tick with quiet feedback (p99 between the relax and
+    violation ratios) gives back the share in force, whatever the unit held before."""
     sizer = ShareSizer(predictor)
     demand = LcDemand("resnet50", 50.0, 100.0, 8, 2.0)
     quiet = LcObservation("lc", demand, p99_ms=0.7 * 50.0)
     obs = GpuObservations(0, (quiet,), (BeObservation("be", "vgg16", 32),))
     for current in (1500, 4000, 6000):
-        unit = AdjustmentUnit(sizer)
-        seed_unit(unit, obs, {"lc": current, "be": 10_000 - current})
-        split = unit.step(obs.lcs, obs.bes)
-        assert abs(split.lc_bp["lc"] - current) <= 100, current
-        assert not math.isnan(share_fraction(split.be_bp["be"]))
+        controller = NodeController(sizer)
+        controller.restore(obs, {"lc": current, "be": 10_000 - current})
+        entries = {e.name: e.share_bp for e in controller.tick(obs).containers()}
+        assert abs(entries["lc"] - current) <= 100, current
+        assert entries["be"] == 10_000 - entries["lc"]
 
 
 def test_a_bad_pod_file_is_skipped_with_one_line(

@@ -27,8 +27,8 @@ load falls, ``b_i`` falls with the smoothed rate and ``u_i`` drains by
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from arkgpu.colocation.observations import BeObservation, LcObservation
 from arkgpu.colocation.sizing import ShareSizer
@@ -77,15 +77,73 @@ class AdjustmentUnit:
     """The previous split (its shares estimate the co-runners' interference)."""
     batches: dict[str, int] = field(default_factory=dict)
     """Batch each LC service was sized to run (for the interference estimate)."""
+    _settled: tuple[object, object] | None = field(default=None, repr=False, compare=False)
+    """(inputs, state) of the last step that left the state as it found it: the
+    same inputs on the same state decide the same split again (``last``)."""
 
     def step(
         self, observations: Sequence[LcObservation], bes: Sequence[BeObservation]
     ) -> ShareSplit:
-        """Decide the shares for the next period."""
-        shares = {o.name: self._lc_share(o, observations, bes) for o in observations}
+        """Decide the shares for the next period.
+
+        Services are sized in the order observed; a co-runner's workload is its
+        last period's share at its newest batch (sized earlier in this step, or
+        last period).
+
+        A step is a function of the inputs and the unit's state; when one left
+        the state unchanged (a settled GPU: no load change, no feedback moving),
+        the next step with equal inputs returns the same split without sizing
+        again.
+        """
+        inputs, state = _inputs(observations, bes), self._state()
+        if self._settled == (inputs, state):
+            return self.last
+        work = {o.name: self._workload(o) for o in observations}
+        be_work = self._be_workloads(bes)
+        shares = {o.name: self._lc_share(o, work, be_work) for o in observations}
         split = split_gpu(shares, [b.name for b in bes], self.config.min_lc_bp)
         self.last = split
+        after = self._state()
+        self._settled = (inputs, after) if after == state else None
         return split
+
+    def _state(self) -> tuple[object, ...]:
+        """A copy of everything a step reads of the unit and may change."""
+        return dict(self.rates), dict(self.boosts), dict(self.batches), self.last
+
+    def restore(
+        self,
+        observations: Sequence[LcObservation],
+        bes: Sequence[BeObservation],
+        current: Mapping[str, int],
+    ) -> None:
+        """Rebuild the state from the shares in force (``current``, bp per container).
+
+        For a controller that restarts over running containers: a step with no
+        feedback (raise and release steps 0) gives each LC service's base share
+        at the measured rate and its batch; its boost becomes whatever makes the
+        share in force (clamped to ``0..max_boost``), and the previous split is
+        the one in force. The next :meth:`step` then continues from the limits
+        running, moved only by the law's response to what it measures.
+        """
+        lcs = {o.name for o in observations}
+        self.last = ShareSplit(
+            {k: v for k, v in current.items() if k in lcs},
+            {k: v for k, v in current.items() if k not in lcs},
+        )
+        still = replace(self.config, raise_step=0.0, release_step=0.0)
+        dry = AdjustmentUnit(self.sizer, still, last=self.last)
+        base = dry.step(observations, bes)
+        self.rates, self.batches = dry.rates, dry.batches
+        top = self.config.max_boost
+        self.boosts = {
+            o.name: min(
+                top,
+                max(0.0, share_fraction(current[o.name]) - share_fraction(base.lc_bp[o.name])),
+            )
+            for o in observations
+            if o.name in current
+        }
 
     def _rate(self, o: LcObservation) -> float:
         a = self.config.rate_smoothing
@@ -109,13 +167,15 @@ class AdjustmentUnit:
         return boost
 
     def _lc_share(
-        self, o: LcObservation, all_obs: Sequence[LcObservation], bes: Sequence[BeObservation]
+        self, o: LcObservation, work: dict[str, Workload], be_work: list[Workload]
     ) -> float:
         demand = o.demand.at_rate(self._rate(o))
-        slowdown = self.sizer.slowdown(self._workload(o), self._corunners(o, all_obs, bes))
+        corunners = [w for name, w in work.items() if name != o.name] + be_work
+        slowdown = self.sizer.slowdown(work[o.name], corunners)
         plan = self.sizer.plan(demand, slowdown)
         base, batch = (1.0, o.demand.max_batch) if plan is None else plan
         self.batches[o.name] = batch
+        work[o.name] = self._workload(o)
         return min(1.0, base + self._boost(o))
 
     def _workload(self, o: LcObservation) -> Workload:
@@ -123,12 +183,18 @@ class AdjustmentUnit:
         share = share_fraction(last) if last else 0.5
         return Workload(o.demand.model, self.batches.get(o.name, 1), min(1.0, max(share, 0.01)))
 
-    def _corunners(
-        self, o: LcObservation, all_obs: Sequence[LcObservation], bes: Sequence[BeObservation]
-    ) -> list[Workload]:
-        work = [self._workload(x) for x in all_obs if x.name != o.name]
+    def _be_workloads(self, bes: Sequence[BeObservation]) -> list[Workload]:
+        work = []
         for b in bes:
             share = share_fraction(self.last.be_bp.get(b.name, 0))
             if share > 0.005:
                 work.append(Workload(b.model, b.batch, min(1.0, share)))
         return work
+
+
+def _inputs(lcs: Sequence[LcObservation], bes: Sequence[BeObservation]) -> tuple[object, ...]:
+    """What a step reads of its arguments, comparable (an unknown p99, NaN, as None)."""
+    services = tuple(
+        (o.name, o.demand, None if math.isnan(o.p99_ms) else o.p99_ms, o.queued) for o in lcs
+    )
+    return services, tuple(bes)

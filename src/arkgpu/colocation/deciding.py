@@ -18,7 +18,7 @@ borrows from those with the largest shares.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from arkgpu.colocation.adjusting import AdjustmentConfig, AdjustmentUnit
@@ -113,11 +113,31 @@ class NodeController:
     """Control-loop settings."""
     units: dict[int, AdjustmentUnit] = field(default_factory=dict)
     """Adjustment unit per GPU index."""
+    _decided: dict[int, tuple[ShareSplit, object, GpuDecision]] = field(
+        default_factory=dict, repr=False
+    )
+    """Per GPU: the last split, what :func:`decide` read of the observations, and
+    its decision (a settled GPU's split comes back as the same object)."""
 
     def tick(self, observations: GpuObservations) -> GpuDecision:
         """Decide the next period of one GPU from the last period's observations."""
         split = self._unit(observations.gpu).step(observations.lcs, observations.bes)
-        return decide(split, observations, self.config)
+        read = (
+            tuple((o.name, o.memory_mib) for o in observations.lcs),
+            observations.bes,
+        )
+        last = self._decided.get(observations.gpu)
+        if last is not None and last[0] is split and last[1] == read:
+            return last[2]
+        decision = decide(split, observations, self.config)
+        self._decided[observations.gpu] = (split, read, decision)
+        return decision
+
+    def restore(self, observations: GpuObservations, current: Mapping[str, int]) -> None:
+        """Rebuild one GPU's state from the shares in force (``current``, bp per container),
+        deciding nothing: a controller restarted over running containers continues from
+        their limits (:meth:`AdjustmentUnit.restore`)."""
+        self._unit(observations.gpu).restore(observations.lcs, observations.bes, current)
 
     def _unit(self, gpu: int) -> AdjustmentUnit:
         if gpu not in self.units:
@@ -127,3 +147,4 @@ class NodeController:
     def forget(self, gpu: int) -> None:
         """Drop the state kept for ``gpu`` (the GPU left the node)."""
         self.units.pop(gpu, None)
+        self._decided.pop(gpu, None)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -117,7 +117,17 @@ class ShareSizer:
     """GPU model asked about."""
     config: SizingConfig = field(default_factory=SizingConfig)
     """Sizing settings."""
+    memo_size: int = 4096
+    """Slowdowns remembered (:meth:`slowdown`): the control loop asks the same
+    question each period while the shares on a GPU do not change; 4096 covers
+    a node of 8 GPUs with 8 containers each many times over."""
     _tables: dict[tuple[str, int], NDArray[np.float64]] = field(default_factory=dict, repr=False)
+    _slowdowns: dict[tuple[Workload, tuple[Workload, ...]], float] = field(
+        default_factory=dict, repr=False
+    )
+    _plans: dict[tuple[LcDemand, float], tuple[float, int] | None] = field(
+        default_factory=dict, repr=False
+    )
 
     @property
     def shares(self) -> NDArray[np.float64]:
@@ -138,7 +148,18 @@ class ShareSizer:
         return self._tables[key]
 
     def plan(self, demand: LcDemand, slowdown: float = 1.0) -> tuple[float, int] | None:
-        """(smallest sufficient share, batch it runs) or None if even the whole GPU fails."""
+        """(smallest sufficient share, batch it runs) or None if even the whole GPU fails.
+
+        Remembered like :meth:`slowdown` (a service whose rate holds asks again).
+        """
+        key = (demand, slowdown)
+        if key in self._plans:
+            return self._plans[key]
+        found = self._plan(demand, slowdown)
+        _remember(self._plans, key, found, self.memo_size)
+        return found
+
+    def _plan(self, demand: LcDemand, slowdown: float) -> tuple[float, int] | None:
         lat = self.table(demand.model, demand.max_batch) * slowdown
         batches = np.arange(1, demand.max_batch + 1)[:, None]
         need = self.config.load_margin * demand.rate_rps / 1000.0
@@ -158,9 +179,25 @@ class ShareSizer:
         return None if found is None else found[0]
 
     def slowdown(self, target: Workload, corunners: Sequence[Workload]) -> float:
-        """Predicted level-2 slowdown (>= 1) of ``target`` next to ``corunners``."""
+        """Predicted level-2 slowdown (>= 1) of ``target`` next to ``corunners``.
+
+        A pure function of its arguments for a given predictor, so the answer is
+        remembered (up to ``memo_size`` of them; all forgotten when full).
+        """
         if not corunners:
             return 1.0
-        alone = self.predictor.latency_ms(target.model, target.batch, target.share, self.gpu)
-        both = self.predictor.colocated_latency_ms(target, corunners, self.gpu)
-        return max(1.0, both / alone)
+        key = (target, tuple(corunners))
+        found = self._slowdowns.get(key)
+        if found is None:
+            alone = self.predictor.latency_ms(target.model, target.batch, target.share, self.gpu)
+            both = self.predictor.colocated_latency_ms(target, corunners, self.gpu)
+            found = max(1.0, both / alone)
+            _remember(self._slowdowns, key, found, self.memo_size)
+        return found
+
+
+def _remember(memo: dict[Any, Any], key: object, value: object, size: int) -> None:
+    """``memo[key] = value``, forgetting everything first when ``memo`` holds ``size``."""
+    if len(memo) >= size:
+        memo.clear()
+    memo[key] = value

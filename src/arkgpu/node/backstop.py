@@ -11,10 +11,11 @@ more than its cap plus ``backstop_margin_mib``, the runtime acts as configured:
 * ``evict``: writes ``<region>/evict`` (the reason) for the node's device
   plugin to evict the pod.
 
-Which container a process belongs to: a pid in the container's usage file (the
-library's processes), else the region named by ``ARKGPU_REGION_DIR`` in the
-process's environment (the fake-GPU containers; on a Kubernetes node the
-process's cgroup decides, not built yet).
+Which container a process belongs to (NVML gives host pids; a container's own
+pids, as its usage file holds them, are neither host pids nor trusted):
+:mod:`arkgpu.node.attributing`, by the identity of the container's usage file
+that the process maps, or names in ``ARKGPU_REGION_DIR`` inside its own root,
+or by the mount namespace of a process so attributed.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from arkgpu.node.attributing import Attribution, usage_identity
 from arkgpu.node.gpus import nvml_handles
 from arkgpu.node.observing import Container
 
@@ -37,18 +38,6 @@ ACTIONS = ("off", "report", "kill", "evict")
 """What the backstop may do."""
 EVICT_FILE = "evict"
 """Marker written into a region by the ``evict`` action."""
-
-
-def region_of(pid: int) -> Path | None:
-    """The region in ``pid``'s environment (ARKGPU_REGION_DIR), None when unknown."""
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return None
-    for item in raw.split(b"\0"):
-        if item.startswith(b"ARKGPU_REGION_DIR="):
-            return Path(os.fsdecode(item.split(b"=", 1)[1])).resolve()
-    return None
 
 
 @dataclass
@@ -67,6 +56,8 @@ class Backstop:
     """Containers caught over their cap."""
     pending: dict[int, float] = field(default_factory=dict)
     """pid -> CLOCK_MONOTONIC when it gets SIGKILL (``kill``)."""
+    attribution: Attribution = field(default_factory=Attribution)
+    """Host pid -> container (keeps the mount namespaces it learned)."""
 
     def check(self, containers: list[Container]) -> list[str]:
         """One pass over every GPU; returns the names of the containers caught."""
@@ -87,15 +78,18 @@ class Backstop:
     def _held(self, handle: Any, containers: list[Container]) -> dict[str, dict[int, int]]:
         import pynvml  # type: ignore[import-untyped]  # noqa: PLC0415 (the [node] extra)
 
-        by_pid = {p.pid: c.name for c in containers for p in (c.usage.processes if c.usage else ())}
-        by_region = {c.region.resolve(): c.name for c in containers}
+        regions = {}
+        for c in containers:
+            identity = usage_identity(c.region)
+            if identity is not None:
+                regions[identity] = c.name
+        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        owners = self.attribution.owners([int(p.pid) for p in procs], regions)
         out: dict[str, dict[int, int]] = {}
-        for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
-            name = by_pid.get(proc.pid) or by_region.get(
-                region_of(proc.pid) or Path("/nonexistent")
-            )
+        for proc in procs:
+            name = owners.get(int(proc.pid))
             if name is not None:
-                out.setdefault(name, {})[proc.pid] = int(proc.usedGpuMemory or 0)
+                out.setdefault(name, {})[int(proc.pid)] = int(proc.usedGpuMemory or 0)
         return out
 
     def _act(self, c: Container, pids: dict[int, int], cap: int) -> None:

@@ -9,20 +9,37 @@ unknown and the feedback drains). Figures:
   over ``ticks`` ticks after the rebuild period (reads, decisions, writes).
 * ``cpu_share_of_core``: the process's CPU time over wall time while the
   runtime runs its loop at ``period_s`` for ``seconds``.
+* ``traffic_tick_median_ms``, ``traffic_tick_p99_ms``: the same ticks while
+  every LC container reports one period of latencies before each tick (about
+  ``traffic_rps * period_s`` samples, lognormal around 20 ms for a 50 ms target,
+  written straight into the latency ring as the limiter does, not timed):
+  measured rates and p99s move every period, so the controller sizes afresh
+  instead of finding its GPUs settled.
+* ``traffic_cpu_share_estimate``: the mean traffic tick over ``period_s`` (the
+  loop's own CPU at that period, the scans left out).
+* ``lc_requests_seen``: requests the runtime read from the LC containers'
+  latency reports (the traffic reached it).
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 import statistics
+import struct
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from arkgpu.colocation.deciding import ControlConfig, NodeController
 from arkgpu.colocation.sizing import ShareSizer
-from arkgpu.limiter.region import Limits, create_region
+from arkgpu.limiter import layout
+from arkgpu.limiter.region import USAGE_FILE, Limits, create_region
 from arkgpu.node.config import NodeConfig
 from arkgpu.node.pods import PodSpec, write_pod
 from arkgpu.node.runtime import NodeRuntime
@@ -43,6 +60,35 @@ class NodeBenchConfig:
     """Control period of the CPU run, s."""
     seconds: float = 10.0
     """Length of the CPU run, s."""
+    traffic_rps: float = 150.0
+    """Requests per second each LC container reports in the traffic ticks (its peak)."""
+    seed: int = 7
+    """Seed of the traffic's sample counts and latencies."""
+
+
+def _report(usage: Path, latencies_ns: list[int]) -> None:
+    """Append ``latencies_ns`` to a usage file's latency ring, as the library does."""
+    u = layout.UsageStruct
+    entry = ctypes.sizeof(layout.LatencyEntryStruct)
+    fd = os.open(usage, os.O_RDWR)
+    try:
+        (head,) = struct.unpack("<Q", os.pread(fd, 8, u.lat_head.offset))
+        now = time.monotonic_ns()
+        for k, latency in enumerate(latencies_ns):
+            at = u.lat.offset + ((head + k) % layout.LATENCY_SLOTS) * entry
+            os.pwrite(fd, struct.pack("<QQQQ", head + k + 1, now, latency, 1), at)
+        os.pwrite(fd, struct.pack("<Q", head + len(latencies_ns)), u.lat_head.offset)
+    finally:
+        os.close(fd)
+
+
+def _traffic(root: Path, c: NodeBenchConfig, rng: np.random.Generator) -> None:
+    """One period of latency reports into every LC container's region."""
+    for gpu in range(c.gpus):
+        for k in range(0, c.per_gpu, 2):
+            n = int(rng.poisson(c.traffic_rps * c.period_s))
+            latencies = rng.lognormal(np.log(20e6), 0.4, size=n)
+            _report(root / f"g{gpu}-c{k}" / USAGE_FILE, [int(x) for x in latencies])
 
 
 def _regions(root: Path, c: NodeBenchConfig) -> None:
@@ -72,22 +118,39 @@ def run_node_bench(c: NodeBenchConfig) -> dict[str, Any]:
         runtime.start()
         runtime.tick()  # the rebuild period
         runtime.tick()  # tables of the predictor built
-        times = []
-        for _ in range(c.ticks):
-            start = time.perf_counter()
-            runtime.tick()
-            times.append((time.perf_counter() - start) * 1000.0)
+        times = _ticks(runtime, c.ticks, lambda: None)
+        rng = np.random.default_rng(c.seed)
+        busy = _ticks(runtime, c.ticks, lambda: _traffic(root, c, rng))
         cpu = _cpu_share(_runtime(root, c), c.seconds)
-    times.sort()
     return {
         "containers": c.gpus * c.per_gpu,
         "gpus": c.gpus,
         "tick_median_ms": statistics.median(times),
-        "tick_p99_ms": times[min(len(times) - 1, int(0.99 * len(times)))],
+        "tick_p99_ms": _p99(times),
         "period_s": c.period_s,
         "cpu_share_of_core": cpu,
+        "traffic_tick_median_ms": statistics.median(busy),
+        "traffic_tick_p99_ms": _p99(busy),
+        "traffic_cpu_share_estimate": statistics.mean(busy) / 1000.0 / c.period_s,
         "writes": runtime.stats.writes,
+        "lc_requests_seen": sum(c.requests for c in runtime.containers.values()),
     }
+
+
+def _ticks(runtime: NodeRuntime, n: int, before: Callable[[], None]) -> list[float]:
+    """Wall time of ``n`` ticks (ms), ``before`` run untimed ahead of each."""
+    times = []
+    for _ in range(n):
+        before()
+        start = time.perf_counter()
+        runtime.tick()
+        times.append((time.perf_counter() - start) * 1000.0)
+    return times
+
+
+def _p99(times: list[float]) -> float:
+    ordered = sorted(times)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
 def _cpu_share(runtime: NodeRuntime, seconds: float) -> float:

@@ -18,9 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
+from arkgpu.colocation.deciding import ContainerDecision
 from arkgpu.colocation.observations import BeObservation, LcObservation, observe_lc
-from arkgpu.limiter.region import Limits, Usage, read_latencies, read_usage
+from arkgpu.limiter.region import USAGE_FILE, Limits, Usage
 from arkgpu.node.pods import PodSpec
+from arkgpu.node.reading import UsageReader
 
 
 @dataclass
@@ -45,6 +47,17 @@ class Container:
     """LC: requests completed since adoption."""
     within_target: int = 0
     """LC: requests completed since adoption within the p99 target (SLO attainment)."""
+    quiet: LcObservation | BeObservation | None = field(default=None, repr=False)
+    """The observation of a period with nothing completed, kept: equal each such
+    period (a BE job's always; an LC service's while its queue state holds)."""
+    decided: ContainerDecision | None = None
+    """The last decision written into its limits (an equal one writes nothing)."""
+    reader: UsageReader = field(init=False, repr=False, compare=False)
+    """Reads its usage file each period (:mod:`arkgpu.node.reading`)."""
+
+    def __post_init__(self) -> None:
+        """Open the reader of the region's usage file."""
+        self.reader = UsageReader(self.region / USAGE_FILE)
 
     @property
     def name(self) -> str:
@@ -64,7 +77,7 @@ class Container:
 def refresh(container: Container) -> None:
     """Read the container's usage for this period (None when the file is unreadable)."""
     try:
-        container.usage = read_usage(container.region)
+        container.usage = container.reader.read()
     except (OSError, ValueError):
         container.usage = None
 
@@ -79,31 +92,58 @@ def observe(container: Container, period_s: float) -> LcObservation | BeObservat
     """This period's observation of the container."""
     spec = container.spec
     if not spec.is_lc:
-        return BeObservation(spec.name, spec.model, spec.batch, spec.memory_mib)
-    fresh = container.usage is None or container.usage.latency_head != container.seq
+        if container.quiet is None:
+            container.quiet = BeObservation(spec.name, spec.model, spec.batch, spec.memory_mib)
+        return container.quiet
+    head = container.usage.latency_head if container.usage else container.seq
     try:
-        samples = read_latencies(container.region, container.seq) if fresh else []
+        samples = container.reader.entries(head, container.seq) if head != container.seq else []
     except (OSError, ValueError):
         samples = []
-    if samples:
-        container.seq = samples[-1].seq
-    arrived = sum(max(s.batch, 1) for s in samples)
-    latencies = [np.asarray([s.latency_ns / 1e9 for s in samples])] if samples else []
+    if not samples:
+        return _quiet(container, period_s)
+    container.seq = samples[-1][0]
+    counts = [max(batch, 1) for _, _, _, batch in samples]
+    arrived = sum(counts)
+    latencies_ns = [latency for _, _, latency, _ in samples]
+    latencies = [np.array(latencies_ns, dtype=np.float64) / 1e9]
     container.requests += arrived
     bound_ns = spec.target_ms * 1e6
-    container.within_target += sum(max(x.batch, 1) for x in samples if x.latency_ns <= bound_ns)
+    container.within_target += sum(
+        n for n, latency in zip(counts, latencies_ns, strict=True) if latency <= bound_ns
+    )
     observation = observe_lc(
         spec.name,
         spec,
         arrived=arrived,
         period_s=period_s,
         latencies_s=latencies,
-        queued=_queued(container, bool(samples)),
+        queued=0,
         memory_mib=spec.memory_mib,
     )
-    if samples:
-        container.p99_ms = observation.p99_ms
+    container.p99_ms = observation.p99_ms
     return observation
+
+
+def _quiet(container: Container, period_s: float) -> LcObservation:
+    """An LC period with nothing completed: rate 0, p99 unknown, the queue as it stands
+    (the same observation as long as the queue state holds)."""
+    queued = _queued(container, False)
+    kept = container.quiet
+    if isinstance(kept, LcObservation) and kept.queued == queued:
+        return kept
+    spec = container.spec
+    fresh = observe_lc(
+        spec.name,
+        spec,
+        arrived=0,
+        period_s=period_s,
+        latencies_s=[],
+        queued=queued,
+        memory_mib=spec.memory_mib,
+    )
+    container.quiet = fresh
+    return fresh
 
 
 def _queued(container: Container, completed: bool) -> int:

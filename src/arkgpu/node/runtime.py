@@ -10,28 +10,26 @@ usage files at ``lenders/<k>`` of each BE region.
 Restart safety: the limits live in the regions, not in the runtime, so the
 containers keep their last limits while no runtime runs. A runtime starting
 on a node with containers rebuilds each GPU's adjustment unit from the regions
-(:func:`seed_unit`) during its first period and writes nothing then: its
-first decision continues from the limits in force, moved only by the control
-law's response to what it measures.
+(:meth:`~arkgpu.colocation.deciding.NodeController.restore`) during its first
+period and writes nothing then: its first decision continues from the limits
+in force, moved only by the control law's response to what it measures.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from arkgpu.colocation.adjusting import AdjustmentUnit
 from arkgpu.colocation.deciding import ContainerDecision, NodeController
 from arkgpu.colocation.limiting import limits_for
 from arkgpu.colocation.observations import BeObservation, GpuObservations, LcObservation
-from arkgpu.colocation.splitting import ShareSplit
 from arkgpu.limiter.layout import MAX_LENDERS
 from arkgpu.limiter.lending import link_lender
 from arkgpu.limiter.region import LIMITS_FILE, USAGE_FILE, read_limits, write_limits
-from arkgpu.model.shares import share_fraction
 from arkgpu.node.backstop import Backstop
 from arkgpu.node.config import NodeConfig
 from arkgpu.node.observing import Container, observe, refresh, skip_old_samples
@@ -54,30 +52,16 @@ class TickStats:
     """Regions not adopted, with the reason (bad pod.json...), last scan."""
 
 
-def seed_unit(unit: AdjustmentUnit, obs: GpuObservations, current: dict[str, int]) -> None:
-    """Rebuild ``unit``'s state from the shares in force (``current``, bp per container).
-
-    A dry step with no feedback gives each LC service's base share at the
-    measured rate; its boost is whatever makes the share in force (clamped to
-    the law's range), so the next real step starts from the limits running.
-    """
-    lcs = {o.name for o in obs.lcs}
-    unit.last = ShareSplit(
-        {k: v for k, v in current.items() if k in lcs},
-        {k: v for k, v in current.items() if k not in lcs},
-    )
-    still = replace(unit.config, raise_step=0.0, release_step=0.0)
-    dry = AdjustmentUnit(unit.sizer, still, last=unit.last)
-    base = dry.step(obs.lcs, obs.bes)
-    unit.rates, unit.batches = dry.rates, dry.batches
-    top = unit.config.max_boost
-    unit.boosts = {
-        o.name: min(
-            top, max(0.0, share_fraction(current[o.name]) - share_fraction(base.lc_bp[o.name]))
-        )
-        for o in obs.lcs
-        if o.name in current
-    }
+def _complete_regions(root: Path) -> list[str]:
+    """Names of the folders in ``root`` holding a region's three files, sorted
+    (plain strings: this runs every few periods over every region)."""
+    try:
+        names = sorted(os.listdir(root))
+    except FileNotFoundError:  # the folder went: every container with it
+        return []
+    base = os.fspath(root)
+    files = (LIMITS_FILE, USAGE_FILE, POD_FILE)
+    return [n for n in names if all(os.path.isfile(f"{base}/{n}/{f}") for f in files)]
 
 
 class NodeRuntime:
@@ -114,21 +98,15 @@ class NodeRuntime:
 
     def scan(self) -> None:
         """Adopt containers whose regions appeared; forget those whose regions went."""
-        found = {}
         self.stats.skipped = []
-        try:
-            entries = sorted(self.config.regions_dir.iterdir())
-        except FileNotFoundError:  # the folder went: every container with it
-            entries = []
-        for region in entries:
-            if all((region / f).is_file() for f in (LIMITS_FILE, USAGE_FILE, POD_FILE)):
-                found[region.name] = region
-        for name in [n for n in self.containers if n not in found]:
-            del self.containers[name]
+        found = _complete_regions(self.config.regions_dir)
+        kept = set(found)
+        for name in [n for n in self.containers if n not in kept]:
+            self.containers.pop(name).reader.close()
             self.stats.forgotten += 1
-        for name, region in found.items():
+        for name in found:
             if name not in self.containers:
-                self._adopt(region)
+                self._adopt(self.config.regions_dir / name)
         held = {c.spec.gpu for c in self.containers.values()}
         for gpu in [g for g in self.controller.units if g not in held]:
             self.controller.forget(gpu)
@@ -167,11 +145,13 @@ class NodeRuntime:
             self.scan()
             if self.backstop is not None:
                 self.backstop.check(list(self.containers.values()))
-        for gpu in sorted({c.spec.gpu for c in self.containers.values()}):
-            self._tick_gpu(gpu, period)
+        by_gpu: dict[int, list[Container]] = {}
+        for c in self.containers.values():
+            by_gpu.setdefault(c.spec.gpu, []).append(c)
+        for gpu in sorted(by_gpu):
+            self._tick_gpu(gpu, by_gpu[gpu], period)
 
-    def _tick_gpu(self, gpu: int, period: float) -> None:
-        mine = [c for c in self.containers.values() if c.spec.gpu == gpu]
+    def _tick_gpu(self, gpu: int, mine: list[Container], period: float) -> None:
         for c in mine:
             refresh(c)
         live = [c for c in mine if c.active()]
@@ -183,17 +163,16 @@ class NodeRuntime:
         )
         if gpu in self._seeding:
             self._seeding.discard(gpu)
-            current = {c.name: c.limits.share_bp for c in live}
-            unit = self.controller.units.setdefault(
-                gpu, AdjustmentUnit(self.controller.sizer, self.controller.config.adjustment)
-            )
-            seed_unit(unit, obs, current)
+            self.controller.restore(obs, {c.name: c.limits.share_bp for c in live})
             return
         decision = self.controller.tick(obs)
         for entry in decision.containers():
             self._write(self.containers[entry.name], entry)
 
     def _write(self, container: Container, entry: ContainerDecision) -> None:
+        if entry is container.decided or entry == container.decided:  # in force already
+            return
+        container.decided = entry
         limits = replace(
             limits_for(entry), mode=container.limits.mode, burst_us=container.limits.burst_us
         )
