@@ -102,6 +102,15 @@ BAD: dict[str, Callable[[layout.UsageStruct], None]] = {
         u.procs[1].bytes[0].__setitem__(0, (1 << 64) - 1),
         u.procs[1].bytes[3].__setitem__(5, 1),
     ),
+    "procs[3].bytes and reserve": lambda u: (
+        setattr(u.procs[3], "pid", 7),
+        u.procs[3].bytes[0].__setitem__(0, 1 << 63),
+        u.procs[3].reserve.__setitem__(2, 1 << 63),
+    ),
+    "used and reserved": lambda u: (
+        u.used.__setitem__(0, 1 << 63),
+        u.reserved.__setitem__(1, 1 << 63),
+    ),
 }
 
 

@@ -15,8 +15,9 @@ Offsets and sizes come from :mod:`arkgpu.limiter.layout` (the mirror of the C
 header), so a layout change follows. The file is written by the container, so
 the checks of :mod:`arkgpu.limiter.untrusted` apply unchanged: the header
 (magic, version, size), a regular file at least one record long, no negative
-in-flight time, no pid outside the kernel's range, no process slot summing past
-2**64 bytes; anything else raises :class:`~arkgpu.limiter.untrusted.RegionDataError`.
+in-flight time, no pid outside the kernel's range, no process slot (bytes and
+driver reserve) summing past 2**64 bytes; anything else raises
+:class:`~arkgpu.limiter.untrusted.RegionDataError`.
 The file is read with ``pread`` on a descriptor, never mapped (a container
 that truncates its file would make a mapping fault); when the path's file is
 replaced, the reader opens the new one.
@@ -58,6 +59,7 @@ def _at(
 _FIELDS = (
     _at(_U, "used", f"{layout.MAX_DEVICES}Q"),
     _at(_U, "busy_ns", f"{layout.MAX_DEVICES}Q"),
+    _at(_U, "reserved", f"{layout.MAX_DEVICES}Q"),
     *(_at(_U, name, "Q") for name in ("reclaimed_bytes", "lock_recoveries")),
     *(_at(_U, name, "Q") for name in layout.DEGRADED_COUNTERS),
     _at(_INFLIGHT, "count", "Q", _U.inflight.offset),
@@ -149,6 +151,7 @@ class UsageReader:
         return Usage(
             used_bytes=v[_PLACES["used"]],
             busy_ns=v[_PLACES["busy_ns"]],
+            reserved_bytes=self._reserved(v),
             processes=self._processes(data),
             reclaimed_bytes=v[_PLACES["reclaimed_bytes"].start],
             lock_recoveries=v[_PLACES["lock_recoveries"].start],
@@ -159,6 +162,12 @@ class UsageReader:
             batches_begun=begun,
             degraded={name: v[_PLACES[name].start] for name in layout.DEGRADED_COUNTERS},
         )
+
+    def _reserved(self, v: tuple[int, ...]) -> tuple[int, ...]:
+        reserved = v[_PLACES["reserved"]]
+        if sum(v[_PLACES["used"]]) + sum(reserved) >= 1 << 64:
+            raise RegionDataError(f"{self.path}: used and reserved sum past 2**64")
+        return reserved
 
     def _processes(self, data: bytes) -> tuple[ProcessUsage, ...]:
         pids = _PIDS.unpack_from(data, _PROCS_AT)
@@ -175,8 +184,9 @@ class UsageReader:
 
     def _process(self, i: int, p: layout.ProcStruct) -> ProcessUsage:
         rows = [list(row) for row in p.bytes]
-        if sum(map(sum, rows)) >= 1 << 64:
-            raise RegionDataError(f"{self.path}: procs[{i}].bytes sum past 2**64")
+        reserve = tuple(p.reserve)
+        if sum(map(sum, rows)) + sum(reserve) >= 1 << 64:
+            raise RegionDataError(f"{self.path}: procs[{i}].bytes and reserve sum past 2**64")
         return ProcessUsage(
             int(p.pid),
             {k: tuple(row[j] for row in rows) for j, k in enumerate(layout.KINDS)},
@@ -186,6 +196,7 @@ class UsageReader:
             int(p.oom_refusals),
             alive=start_ticks(int(p.pid)) == p.start_ticks,
             in_lock=bool(p.flags & layout.PROC_IN_LOCK),
+            reserve_bytes=reserve,
         )
 
     def latencies(self, head: int, after_seq: int) -> list[LatencySample]:
