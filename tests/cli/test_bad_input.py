@@ -100,6 +100,34 @@ def _scenario_cases() -> Iterator[Case]:
             )
 
 
+DRA_CASES: tuple[Case, ...] = (
+    Case(
+        "dra-driver run --config: a missing file",
+        ("dra-driver", "run", "--config", "{tmp}/no.toml"),
+        "no.toml",
+        "--config",
+    ),
+    Case(
+        "dra-driver run --config: not TOML",
+        ("dra-driver", "run", "--config", "{bad_toml}"),
+        "{bad_toml}",
+        "--config",
+    ),
+    Case(
+        "dra-driver run --config: an unknown field",
+        ("dra-driver", "run", "--config", "{node_unknown}"),
+        "nosuch",
+        "--config",
+    ),
+    Case(
+        "dra-driver run --config: a field of the wrong type",
+        ("dra-driver", "run", "--config", "{dra_badtype}"),
+        "resync_s",
+        "--config",
+    ),
+)
+
+
 NODE_CASES: tuple[Case, ...] = (
     Case(
         "node run --config: a missing file",
@@ -311,6 +339,7 @@ CASES: tuple[Case, ...] = (
         "--plot",
     ),
     *NODE_CASES,
+    *DRA_CASES,
 )
 
 
@@ -391,6 +420,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (tmp / "bad.toml").write_text("this is = = not toml\n")
     (tmp / "node_unknown.toml").write_text("nosuch = 1\n")
     (tmp / "node_badtype.toml").write_text('period_s = "fast"\n')
+    (tmp / "dra_badtype.toml").write_text('node_name = "n1"\nresync_s = "fast"\n')
     paper = (Path(__file__).parents[2] / "src/arkgpu/data/scenarios/paper.toml").read_text()
     (tmp / "unknown_model.toml").write_text(paper.replace('"alexnet"', '"nosuchnet"', 1))
     default_predictor().save(tmp / "predictor.json")
@@ -405,6 +435,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "bad_toml": str(tmp / "bad.toml"),
         "node_unknown": str(tmp / "node_unknown.toml"),
         "node_badtype": str(tmp / "node_badtype.toml"),
+        "dra_badtype": str(tmp / "dra_badtype.toml"),
         "unknown_model": str(tmp / "unknown_model.toml"),
         "missing": str(tmp / "missing.csv"),
         "predictor": str(tmp / "predictor.json"),

@@ -33,8 +33,9 @@ GROUPS: dict[str, str] = {
     "limiter": "resource limiter: benchmark, inspect a container's region",
     "node": "the node runtime: run it, demo it on a fake GPU",
     "workload": "test workloads on the fake GPU (LC and BE)",
+    "dra-driver": "the DRA driver: publish this node's GPUs as a ResourceSlice",
 }
-"""Command groups, each a module ``arkgpu.cli.<name>``, in help order."""
+"""Command groups, each a module ``arkgpu.cli.<name>`` (``-`` spelled ``_``), in help order."""
 
 USAGE_ERROR = 2
 """Exit status of bad input (as argparse uses)."""
@@ -70,7 +71,7 @@ def build_parser(groups: Sequence[str] | None = None) -> argparse.ArgumentParser
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="GROUP")
     for name, summary in GROUPS.items():
         if groups is None or name in groups:
-            import_module(f"arkgpu.cli.{name}").register(subparsers)
+            import_module(f"arkgpu.cli.{name.replace('-', '_')}").register(subparsers)
         else:
             subparsers.add_parser(name, help=summary)
     return parser
