@@ -12,9 +12,11 @@ finalizer).
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +28,8 @@ from kubernetes import client as k8s
 from kubernetes.utils import parse_quantity
 
 from arkgpu.k8s.dra.config import DRIVER_NAME
-from arkgpu.limiter import native
+from arkgpu.limiter import native, read_limits
+from k8s.dra import kubelet
 
 from .controlplane import REPO, ControlPlane
 from .nodes import TEST_LABEL, create_gpu_node, wait_for
@@ -46,8 +49,16 @@ def _raw(call: Any, *args: Any) -> Any:
 
 
 @pytest.fixture
+def node_dir() -> Iterator[Path]:
+    """The node's kubelet, regions and CDI folders (a short path: Unix sockets)."""
+    path = Path(tempfile.mkdtemp(prefix="arkgpu-dra-e2e-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
 def dra_node(
-    api: k8s.ApiClient, control_plane: ControlPlane, tmp_path: Path
+    api: k8s.ApiClient, control_plane: ControlPlane, tmp_path: Path, node_dir: Path
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A node with one 16 GiB fake GPU and ``arkgpu dra-driver run`` publishing it."""
     resource = k8s.ResourceV1Api(api)
@@ -62,6 +73,8 @@ def dra_node(
     config = tmp_path / "dra.toml"
     config.write_text(
         f'node_name = "{node}"\nkubeconfig = "{control_plane.admin_kubeconfig}"\nresync_s = 1\n'
+        f'registry_dir = "{node_dir}/registry"\nplugin_dir = "{node_dir}/plugin"\n'
+        f'regions_dir = "{node_dir}/regions"\ncdi_dir = "{node_dir}/cdi"\n'
     )
     env = native.container_env(None, tmp_path / "fakegpu", preload=False)
     env.update(FAKEGPU_DEVICES="1", FAKEGPU_MEM_MIB=str(GPU_MIB))
@@ -159,7 +172,10 @@ def _consumed(result: dict[str, Any]) -> tuple[int, int]:
 
 
 def test_claims_share_one_gpu_up_to_its_capacity_and_free_it_when_deleted(
-    api: k8s.ApiClient, namespace: str, dra_node: tuple[str, subprocess.Popen[bytes]]
+    api: k8s.ApiClient,
+    namespace: str,
+    dra_node: tuple[str, subprocess.Popen[bytes]],
+    node_dir: Path,
 ) -> None:
     """Two claims on one 16 GiB GPU; a third that would pass its memory waits, then fits."""
     node, driver = dra_node
@@ -168,6 +184,8 @@ def test_claims_share_one_gpu_up_to_its_capacity_and_free_it_when_deleted(
     published = wait_for(lambda: _raw(resource.read_resource_slice, name), 60, "our slice")
     [device] = published["spec"]["devices"]
     assert device["allowMultipleAllocations"] is True
+    # kube-apiserver drops fields of a disabled feature gate: these show it is on.
+    assert device["capacity"]["cores"]["requestPolicy"]["validRange"]["step"] == "5"
     assert device["attributes"]["uuid"] == {"string": "GPU-fake-0"}
     assert parse_quantity(device["capacity"]["memory"]["value"]) == GPU_MIB << 20
 
@@ -182,6 +200,7 @@ def test_claims_share_one_gpu_up_to_its_capacity_and_free_it_when_deleted(
     assert first["shareID"] != second["shareID"]
     assert _consumed(first) == (6144, 50)
     assert _consumed(second) == (5120, 30)
+    _prepare_through_the_kubelet_plugin(cluster, node_dir, "b", second)
 
     cluster.submit("c", "6Gi", "10")  # 6144 + 5120 + 6144 > 16384 MiB
     reason = wait_for(lambda: cluster.unschedulable("c"), 60, "pod c unschedulable")
@@ -196,3 +215,26 @@ def test_claims_share_one_gpu_up_to_its_capacity_and_free_it_when_deleted(
     driver.send_signal(signal.SIGTERM)
     assert driver.wait(timeout=30) == 0
     assert _raw(resource.read_resource_slice, name) is None
+
+
+def _prepare_through_the_kubelet_plugin(
+    cluster: Cluster, node_dir: Path, name: str, result: dict[str, Any]
+) -> None:
+    """The emulated kubelet registers the driver's plugin, prepares and unprepares claim
+    ``name``: its region has the consumed memory as cap and cores as share."""
+    plugin = kubelet.register(node_dir / "registry")
+    claim = _raw(cluster.resource.read_namespaced_resource_claim, name, cluster.namespace)
+    ref = (cluster.namespace, name, claim["metadata"]["uid"])
+    prepared = kubelet.prepare(plugin, [ref]).claims[ref[2]]
+    assert prepared.error == ""
+    [device] = prepared.devices
+    assert device.device_name == result["device"]
+    assert device.share_id == result["shareID"]
+    region = node_dir / "regions" / f"dra-{ref[2]}-gpu"
+    limits = read_limits(region)
+    memory_mib, cores = _consumed(result)
+    assert limits.memory_bytes[0] == memory_mib << 20
+    assert limits.share_bp == cores * 100
+    assert json.loads((region / "pod.json").read_text())["kind"] == "be"
+    assert kubelet.unprepare(plugin, [ref]).claims[ref[2]].error == ""
+    assert not region.exists()

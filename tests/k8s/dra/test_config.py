@@ -31,7 +31,7 @@ def test_a_file_sets_every_field(tmp_path: Path) -> None:
     assert (config.node_name, config.kubeconfig, config.gpus) == ("n1", Path("/k"), 2)
     assert (config.memory_step_mib, config.cores_step, config.resync_s) == (512, 10, 2.5)
     assert (config.driver_name, config.delete_on_exit) == ("gpu.example.com", False)
-    assert len(field_names()) == 10
+    assert len(field_names()) == 16
 
 
 @pytest.mark.parametrize(
@@ -44,6 +44,7 @@ def test_a_file_sets_every_field(tmp_path: Path) -> None:
         ({"node_name": "n", "resync_s": 0}, "resync_s"),
         ({"node_name": "n", "nvml": False, "gpu_memory_mib": 100}, "memory_step_mib"),
         ({"node_name": "n", "gpus": "two"}, "gpus"),
+        ({"node_name": "n", "plugin_dir": "/" + "x" * 120}, "plugin_dir"),
     ],
 )
 def test_bad_values_are_refused_naming_the_file_and_field(

@@ -21,6 +21,8 @@ NODE_NAME_VARIABLE = "NODE_NAME"
 DRIVER_NAME = "gpu.arkgpu.io"
 """Default DRA driver name: the ``driver`` of our ResourceSlices and of the DeviceClass's
 selector (deploy/dra/deviceclass.yaml)."""
+SOCKET_PATH_MAX = 107
+"""Longest Unix socket path Linux accepts (``sun_path`` less its NUL)."""
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
@@ -53,6 +55,34 @@ class DraConfig:
     delete_on_exit: bool = True
     """Delete this node's slice on SIGTERM (default true: a stopped driver's GPUs cannot be
     prepared, so kube-scheduler should stop allocating them)."""
+    kubelet_plugin: bool = True
+    """Serve the kubelet plugin (registration, NodePrepare/NodeUnprepareResources); default
+    true. False publishes the slice only."""
+    registry_dir: Path = Path("/var/lib/kubelet/plugins_registry")
+    """The kubelet's plugin registration folder, where ``<driver_name>-reg.sock`` goes
+    (default /var/lib/kubelet/plugins_registry, the kubelet's)."""
+    plugin_dir: Path = Path("/var/lib/kubelet/plugins/gpu.arkgpu.io")
+    """Folder of the plugin's own socket ``dra.sock`` (default
+    /var/lib/kubelet/plugins/gpu.arkgpu.io)."""
+    regions_dir: Path = Path("/run/arkgpu/regions")
+    """Where Prepare creates one control region per claim request (default
+    /run/arkgpu/regions, the node runtime's ``regions_dir``)."""
+    cdi_dir: Path = Path("/var/run/cdi")
+    """Where Prepare writes the claims' CDI specs (default /var/run/cdi, read by containerd
+    and CRI-O)."""
+    library_path: Path = Path("/usr/local/lib/arkgpu/libarkgpu_limiter.so")
+    """Host path of the interception library, mounted read-only and preloaded (default
+    /usr/local/lib/arkgpu/libarkgpu_limiter.so, as the device plugin's)."""
+
+    @property
+    def registry_socket(self) -> Path:
+        """The registration socket the kubelet's plugin watcher finds."""
+        return self.registry_dir / f"{self.driver_name}-reg.sock"
+
+    @property
+    def dra_socket(self) -> Path:
+        """The DRA service's socket (``PluginInfo.endpoint``)."""
+        return self.plugin_dir / "dra.sock"
 
 
 PARSERS: dict[str, Parser] = {
@@ -66,6 +96,12 @@ PARSERS: dict[str, Parser] = {
     "cores_step": integer(1, 100),
     "resync_s": number(0.0, 3600.0),
     "delete_on_exit": boolean,
+    "kubelet_plugin": boolean,
+    "registry_dir": path,
+    "plugin_dir": path,
+    "regions_dir": path,
+    "cdi_dir": path,
+    "library_path": path,
 }
 """How each field is read from TOML."""
 
@@ -93,6 +129,15 @@ def config_from_dict(
         )
     if not config.nvml and config.memory_step_mib > config.gpu_memory_mib:
         raise ValueError(f"{source}: field memory_step_mib: larger than gpu_memory_mib")
+    for name, socket in (
+        ("registry_dir", config.registry_socket),
+        ("plugin_dir", config.dra_socket),
+    ):
+        if config.kubelet_plugin and len(str(socket.absolute())) > SOCKET_PATH_MAX:
+            raise ValueError(
+                f"{source}: field {name}: socket path {socket} is longer than "
+                f"{SOCKET_PATH_MAX} characters"
+            )
     return config
 
 

@@ -1,4 +1,12 @@
-"""``arkgpu dra-driver run``: publish the node's slice and keep it current until SIGTERM."""
+"""``arkgpu dra-driver run``: publish the node's slice, serve the kubelet plugin, until SIGTERM.
+
+At start: the GPUs are discovered, half-built regions of a plugin killed mid-Prepare
+are removed (:meth:`Preparer.recover`), the kubelet plugin starts (when
+``kubelet_plugin``), and the slice is published. Every ``resync_s`` the GPUs are
+scanned again and the slice updated when they changed. On SIGTERM the plugin stops
+and the slice is deleted (``delete_on_exit``); prepared regions stay for the pods
+that use them.
+"""
 
 from __future__ import annotations
 
@@ -27,33 +35,53 @@ def api_client(config: DraConfig) -> Any:
     return client.ApiClient(conf)
 
 
-def current_devices(config: DraConfig) -> list[dict[str, Any]]:
-    """The slice's devices for the GPUs found now (NVML, or the assumed ones)."""
-    found = gpus.discover() if config.nvml else gpus.assumed(config.gpus, config.gpu_memory_mib)
-    return devices(found, config.memory_step_mib, config.cores_step)
+def node_gpus(config: DraConfig) -> list[gpus.Gpu]:
+    """The GPUs found now (NVML, or the assumed ones)."""
+    return gpus.discover() if config.nvml else gpus.assumed(config.gpus, config.gpu_memory_mib)
 
 
 def _say(text: str) -> None:
     print(f"arkgpu dra-driver: {text}", file=sys.stderr, flush=True)
 
 
+def start_plugin(config: DraConfig, client: Any, found: list[gpus.Gpu]) -> Any:
+    """Recover, then serve the kubelet plugin; returns the gRPC server."""
+    from arkgpu.k8s.dra.plugin import DraService, KubernetesClaims, serve_plugin  # noqa: PLC0415
+    from arkgpu.k8s.dra.preparing import Preparer  # noqa: PLC0415 (grpc only when served)
+
+    uuids = {g.index: g.uuid for g in found}
+    preparer = Preparer(
+        config.regions_dir, config.cdi_dir, config.driver_name, config.library_path, uuids
+    )
+    for left in preparer.recover():
+        _say(f"removed {left}, left half-built by an earlier run")
+    service = DraService(KubernetesClaims(client), preparer, config.driver_name)
+    server, _ = serve_plugin(config.registry_socket, config.dra_socket, service)
+    _say(f"kubelet plugin on {config.dra_socket}, registration on {config.registry_socket}")
+    return server
+
+
 def serve(config: DraConfig) -> int:
-    """Publish, then re-scan every ``resync_s`` until SIGTERM or SIGINT; 0 on a clean stop."""
+    """Run until SIGTERM or SIGINT; 0 on a clean stop."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    slices = KubernetesSlices(api_client(config))
-    publisher = Publisher(slices, config.node_name, config.driver_name)
-    found = current_devices(config)
-    _say(f"{publisher.reconcile(found)} {publisher.name} ({len(found)} devices)")
+    client = api_client(config)
+    publisher = Publisher(KubernetesSlices(client), config.node_name, config.driver_name)
+    found = node_gpus(config)
+    server = start_plugin(config, client, found) if config.kubelet_plugin else None
+    step = (config.memory_step_mib, config.cores_step)
+    _say(f"{publisher.reconcile(devices(found, *step))} {publisher.name} ({len(found)} GPUs)")
     while not stop.wait(config.resync_s):
         try:
-            outcome = publisher.reconcile(current_devices(config))
+            outcome = publisher.reconcile(devices(node_gpus(config), *step))
         except Exception as exc:  # the API server or NVML may be away a while
             _say(f"resync failed, retrying in {config.resync_s:g} s: {exc}")
             continue
         if outcome != "unchanged":
             _say(f"{outcome} {publisher.name}")
+    if server is not None:
+        server.stop(5).wait()
     if config.delete_on_exit:
         publisher.withdraw()
         _say(f"deleted {publisher.name}")
