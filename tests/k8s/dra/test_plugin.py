@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
-import pytest
 
 from arkgpu.k8s.dra.plugin import DraService, serve_plugin
 from arkgpu.k8s.dra.preparing import STAGING, Preparer
@@ -70,15 +66,6 @@ class Claims:
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         found = self.claims.get(name)
         return copy.deepcopy(found) if found and namespace == "ns" else None
-
-
-@pytest.fixture
-def workdir() -> Iterator[Path]:
-    """Short paths (Unix sockets) the container user (nobody, as root) can reach."""
-    path = Path(tempfile.mkdtemp(prefix="arkgpu-dra-"))
-    make_world_readable(path)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def make_preparer(workdir: Path) -> Preparer:
