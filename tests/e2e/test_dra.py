@@ -27,6 +27,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.utils import parse_quantity
 
+from arkgpu.k8s.dra.claims import parse_qos
 from arkgpu.k8s.dra.config import DRIVER_NAME
 from arkgpu.limiter import native, read_limits
 from k8s.dra import kubelet
@@ -238,3 +239,21 @@ def _prepare_through_the_kubelet_plugin(
     assert json.loads((region / "pod.json").read_text())["kind"] == "be"
     assert kubelet.unprepare(plugin, [ref]).claims[ref[2]].error == ""
     assert not region.exists()
+
+
+@pytest.mark.parametrize("name", ["claimtemplate-lc.yaml", "claimtemplate-be.yaml"])
+def test_the_example_claim_templates_are_accepted_and_their_config_parses(
+    api: k8s.ApiClient, namespace: str, name: str
+) -> None:
+    """kube-apiserver validates and stores each example; the driver reads its config."""
+    body = yaml.safe_load((REPO / "deploy/dra" / name).read_text())
+    resource = k8s.ResourceV1Api(api)
+    resource.create_namespaced_resource_claim_template(namespace, body, _preload_content=False)
+    stored = _raw(
+        resource.read_namespaced_resource_claim_template, body["metadata"]["name"], namespace
+    )
+    [config] = stored["spec"]["spec"]["devices"]["config"]
+    qos = parse_qos(config["opaque"]["parameters"], name)
+    assert qos.kind == ("lc" if "lc" in name else "be")
+    if qos.kind == "lc":
+        assert qos.target_ms > 0
