@@ -135,6 +135,35 @@ DEVICE_PLUGIN_CASES: tuple[Case, ...] = (
     ),
 )
 
+
+DRA_CASES: tuple[Case, ...] = (
+    Case(
+        "dra-driver run --config: a missing file",
+        ("dra-driver", "run", "--config", "{tmp}/no.toml"),
+        "no.toml",
+        "--config",
+    ),
+    Case(
+        "dra-driver run --config: not TOML",
+        ("dra-driver", "run", "--config", "{bad_toml}"),
+        "{bad_toml}",
+        "--config",
+    ),
+    Case(
+        "dra-driver run --config: an unknown field",
+        ("dra-driver", "run", "--config", "{node_unknown}"),
+        "nosuch",
+        "--config",
+    ),
+    Case(
+        "dra-driver run --config: a field of the wrong type",
+        ("dra-driver", "run", "--config", "{dra_badtype}"),
+        "resync_s",
+        "--config",
+    ),
+)
+
+
 NODE_CASES: tuple[Case, ...] = (
     Case(
         "node run --config: a missing file",
@@ -382,6 +411,7 @@ CASES: tuple[Case, ...] = (
     *NODE_CASES,
     *WEBHOOK_CASES,
     *DEVICE_PLUGIN_CASES,
+    *DRA_CASES,
 )
 
 
@@ -475,6 +505,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (tmp / "dp_nokubeconfig.toml").write_text(
         f'node_name = "n"\nkubelet_dir = "{tmp}"\nkubeconfig = "{tmp}/no.kubeconfig"\n'
     )
+    (tmp / "dra_badtype.toml").write_text('node_name = "n1"\nresync_s = "fast"\n')
     paper = (Path(__file__).parents[2] / "src/arkgpu/data/scenarios/paper.toml").read_text()
     (tmp / "unknown_model.toml").write_text(paper.replace('"alexnet"', '"nosuchnet"', 1))
     default_predictor().save(tmp / "predictor.json")
@@ -492,6 +523,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "webhook_no_tls": str(tmp / "webhook_no_tls.toml"),
         "webhook_bad_qos": str(tmp / "webhook_bad_qos.toml"),
         "webhook_missing_cert": str(tmp / "webhook_missing_cert.toml"),
+        "dra_badtype": str(tmp / "dra_badtype.toml"),
         "unknown_model": str(tmp / "unknown_model.toml"),
         **{k: str(tmp / f"{k}.toml") for k in ("dp_unknown", "dp_badtype", "dp_nonode")},
         **{k: str(tmp / f"{k}.toml") for k in ("dp_nokubelet", "dp_nokubeconfig")},

@@ -35,6 +35,7 @@ GROUPS: dict[str, str] = {
     "workload": "test workloads on the fake GPU (LC and BE)",
     "webhook": "admission webhook: GPU pods to ArkGPU's scheduler, bad ones refused",
     "device-plugin": "the kubelet device plugin and node GPU inventory: run it",
+    "dra-driver": "the DRA driver: publish this node's GPUs as a ResourceSlice",
 }
 """Command groups, each a module ``arkgpu.cli.<name>`` (``-`` spelled ``_``), in help order."""
 

@@ -1,0 +1,181 @@
+"""What an allocated ResourceClaim gives this driver: shares of GPUs and their QoS. Pure.
+
+kube-scheduler writes ``status.allocation.devices.results`` (one result per request:
+driver, pool, device, ``shareID`` and ``consumedCapacity``) and copies the claim's
+and its DeviceClass's configuration into ``status.allocation.devices.config``. The
+QoS comes from an opaque configuration of this driver whose ``parameters`` are::
+
+    apiVersion: dra.arkgpu.io/v1alpha1
+    kind: GpuShareConfig
+    qos: lc | be                     # default be
+    model: resnet50                  # default "unknown"
+    latencyTargetMs: 50              # lc: required, > 0
+    maxBatch: 8                      # lc: default 8
+    peakRps: 100                     # lc: default 0 (unknown)
+    batch: 32                        # be: default 32
+
+A bad configuration raises :class:`ClaimError` with one line naming the claim and field.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from arkgpu.k8s.dra.slices import CORES, MEMORY
+
+CONFIG_API_VERSION = "dra.arkgpu.io/v1alpha1"
+"""``apiVersion`` of the driver's opaque configuration."""
+CONFIG_KIND = "GpuShareConfig"
+"""``kind`` of the driver's opaque configuration."""
+_BINARY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40}
+_DECIMAL = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "m": 10**-3, "": 1}
+
+
+class ClaimError(ValueError):
+    """A claim this driver cannot prepare (its message is the one line the kubelet shows)."""
+
+
+@dataclass(frozen=True)
+class Qos:
+    """The QoS class of a share and what the node runtime needs to know of its workload."""
+
+    kind: str = "be"
+    """"lc" or "be"."""
+    model: str = "unknown"
+    """DNN model served or trained."""
+    target_ms: float = 0.0
+    """LC: p99 latency target, ms."""
+    max_batch: int = 8
+    """LC: largest batch."""
+    peak_rps: float = 0.0
+    """LC: peak request rate, requests/s."""
+    batch: int = 32
+    """BE: training batch."""
+
+
+@dataclass(frozen=True)
+class Share:
+    """One allocated request of a claim: a share of one GPU of this node."""
+
+    request: str
+    """The claim's request name."""
+    pool: str
+    """Pool (our node's name)."""
+    device: str
+    """Device name (``gpu-<index>``)."""
+    share_id: str
+    """kube-scheduler's share ID ("" when the device was allocated whole)."""
+    memory_mib: int
+    """Memory cap, MiB (the consumed ``memory``)."""
+    cores: int
+    """Compute share, percent of the GPU (the consumed ``cores``)."""
+    qos: Qos
+    """QoS from the claim's configuration."""
+
+    @property
+    def gpu_index(self) -> int:
+        """The GPU's NVML index, from the device name."""
+        return int(self.device.removeprefix("gpu-"))
+
+
+def quantity(text: str) -> float:
+    """A Kubernetes Quantity (``6Gi``, ``5000Mi``, ``30``, ``500m``) as a number."""
+    for suffixes in (_BINARY, _DECIMAL):
+        for suffix, factor in sorted(suffixes.items(), key=lambda s: -len(s[0])):
+            number = text.removesuffix(suffix) if suffix else text
+            if (not suffix or text.endswith(suffix)) and _is_number(number):
+                return float(number) * factor
+    raise ValueError(f"not a quantity: {text!r}")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+def shares(claim: dict[str, Any], driver: str) -> list[Share]:
+    """The shares of ``claim`` this driver must prepare (ClaimError when not allocated)."""
+    where = _where(claim)
+    allocation = (claim.get("status") or {}).get("allocation")
+    if not allocation:
+        raise ClaimError(f"{where}: not allocated")
+    devices = allocation.get("devices") or {}
+    configs = devices.get("config") or []
+    out = []
+    for result in devices.get("results") or []:
+        if result.get("driver") != driver:
+            continue
+        request = str(result.get("request", ""))
+        out.append(_share(result, qos_of(configs, request, driver, where), where))
+    return out
+
+
+def _where(claim: dict[str, Any]) -> str:
+    meta = claim.get("metadata") or {}
+    return f"claim {meta.get('namespace', '?')}/{meta.get('name', '?')}"
+
+
+def _share(result: dict[str, Any], qos: Qos, where: str) -> Share:
+    consumed = result.get("consumedCapacity") or {}
+    device = str(result.get("device", ""))
+    if not device.startswith("gpu-") or not device.removeprefix("gpu-").isdigit():
+        raise ClaimError(f"{where}: device {device!r} is not one of this driver's GPUs")
+    if MEMORY not in consumed or CORES not in consumed:
+        raise ClaimError(f"{where}: result for {device} has no consumed memory and cores")
+    return Share(
+        request=str(result.get("request", "")),
+        pool=str(result.get("pool", "")),
+        device=device,
+        share_id=str(result.get("shareID") or ""),
+        memory_mib=int(quantity(str(consumed[MEMORY]))) >> 20,
+        cores=round(quantity(str(consumed[CORES]))),
+        qos=qos,
+    )
+
+
+def qos_of(configs: list[dict[str, Any]], request: str, driver: str, where: str) -> Qos:
+    """The QoS of ``request``: the last of this driver's configs naming it (or all requests)."""
+    chosen: dict[str, Any] | None = None
+    for entry in configs:
+        opaque = entry.get("opaque") or {}
+        names = entry.get("requests") or []
+        if opaque.get("driver") == driver and (not names or request in names):
+            chosen = opaque.get("parameters") or {}
+    return Qos() if chosen is None else parse_qos(chosen, where)
+
+
+def parse_qos(params: dict[str, Any], where: str) -> Qos:
+    """Parse a ``GpuShareConfig`` (ClaimError naming the field)."""
+    if params.get("apiVersion") != CONFIG_API_VERSION or params.get("kind") != CONFIG_KIND:
+        raise ClaimError(
+            f"{where}: config: expected apiVersion {CONFIG_API_VERSION}, kind {CONFIG_KIND}"
+        )
+    kind = params.get("qos", "be")
+    if kind not in ("lc", "be"):
+        raise ClaimError(f"{where}: config field qos: expected lc or be, got {kind!r}")
+    model = params.get("model", "unknown")
+    if not isinstance(model, str) or not model:
+        raise ClaimError(f"{where}: config field model: expected a non-empty string")
+    if kind == "be":
+        return Qos("be", model, batch=_positive(params, "batch", 32, where))
+    target = params.get("latencyTargetMs")
+    if isinstance(target, bool) or not isinstance(target, int | float) or not target > 0:
+        raise ClaimError(f"{where}: config field latencyTargetMs: lc needs a number > 0")
+    return Qos(
+        "lc",
+        model,
+        target_ms=float(target),
+        max_batch=_positive(params, "maxBatch", 8, where),
+        peak_rps=float(params.get("peakRps", 0.0)),
+    )
+
+
+def _positive(params: dict[str, Any], key: str, default: int, where: str) -> int:
+    value = params.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ClaimError(f"{where}: config field {key}: expected an integer >= 1, got {value!r}")
+    return value

@@ -1,0 +1,164 @@
+"""The kubelet plugin: plugin registration and the DRA v1 service over Unix sockets.
+
+The kubelet's plugin watcher finds ``<registry_dir>/<driver>-reg.sock``, asks
+``GetInfo`` (type ``DRAPlugin``, our driver name, the DRA socket, service
+``v1.DRAPlugin``) and reports back with ``NotifyRegistrationStatus``; it then calls
+``NodePrepareResources`` before a pod's containers start and
+``NodeUnprepareResources`` once the pod is gone, on ``<plugin_dir>/dra.sock``.
+
+Prepare reads each claim from the API server (the request carries only namespace,
+name and UID), checks its UID, and hands the shares to :class:`Preparer`. A claim
+that fails gets an ``error`` in its response and the others go on (the kubelet
+retries). Calls are serialised: the kubelet may retry while a first call runs.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent import futures
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import grpc
+
+from arkgpu.k8s.dra import wire
+from arkgpu.k8s.dra.claims import ClaimError, shares
+from arkgpu.k8s.dra.preparing import Preparer
+from arkgpu.k8s.dra.wire import dra, reg
+
+
+class ClaimSource(Protocol):
+    """Where Prepare reads claims (the API server; a dict in unit tests)."""
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The claim as JSON, or None when there is none."""
+        ...
+
+
+class KubernetesClaims:
+    """:class:`ClaimSource` over the official client, read raw (every field kept)."""
+
+    def __init__(self, api_client: Any) -> None:
+        from kubernetes import client  # noqa: PLC0415 (the k8s extra, loaded when used)
+
+        self._api: Any = client.ResourceV1Api(api_client)
+        self._exception = client.ApiException
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The claim; None on 404."""
+        try:
+            response = self._api.read_namespaced_resource_claim(
+                name, namespace, _preload_content=False
+            )
+        except self._exception as exc:
+            if exc.status == 404:
+                return None
+            raise
+        data: dict[str, Any] = json.loads(response.data)
+        return data
+
+
+@dataclass
+class DraService(wire.DraServicer):
+    """NodePrepareResources and NodeUnprepareResources."""
+
+    claims: ClaimSource
+    preparer: Preparer
+    driver: str
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def NodePrepareResources(  # noqa: N802 (the gRPC method's name)
+        self, request: dra.NodePrepareResourcesRequest, context: Any
+    ) -> dra.NodePrepareResourcesResponse:
+        """Prepare every claim of the request; an error per claim that fails."""
+        response = dra.NodePrepareResourcesResponse()
+        with self.lock:
+            for claim in request.claims:
+                response.claims[claim.uid].CopyFrom(self._prepare(claim))
+        return response
+
+    def NodeUnprepareResources(  # noqa: N802
+        self, request: dra.NodeUnprepareResourcesRequest, context: Any
+    ) -> dra.NodeUnprepareResourcesResponse:
+        """Remove every claim's regions and CDI spec."""
+        response = dra.NodeUnprepareResourcesResponse()
+        with self.lock:
+            for claim in request.claims:
+                result = dra.NodeUnprepareResourceResponse()
+                try:
+                    self.preparer.unprepare(claim.uid)
+                except OSError as exc:
+                    result.error = f"unprepare {claim.namespace}/{claim.name}: {exc}"
+                response.claims[claim.uid].CopyFrom(result)
+        return response
+
+    def _prepare(self, ref: dra.Claim) -> dra.NodePrepareResourceResponse:
+        where = f"claim {ref.namespace}/{ref.name}"
+        try:
+            claim = self.claims.get(ref.namespace, ref.name)
+            if claim is None:
+                raise ClaimError(f"{where}: not found")
+            uid = claim.get("metadata", {}).get("uid")
+            if uid != ref.uid:
+                raise ClaimError(f"{where}: has UID {uid}, the kubelet asked for {ref.uid}")
+            prepared = self.preparer.prepare(claim, shares(claim, self.driver))
+        except (ClaimError, OSError) as exc:
+            return dra.NodePrepareResourceResponse(error=" ".join(str(exc).split()))
+        devices = [
+            dra.Device(
+                request_names=[p.share.request],
+                pool_name=p.share.pool,
+                device_name=p.share.device,
+                cdi_device_ids=[p.cdi_id],
+                share_id=p.share.share_id or None,
+            )
+            for p in prepared
+        ]
+        return dra.NodePrepareResourceResponse(devices=devices)
+
+
+@dataclass
+class RegistrationService(wire.RegistrationServicer):
+    """What the kubelet's plugin watcher asks."""
+
+    driver: str
+    endpoint: Path
+    registered: threading.Event = field(default_factory=threading.Event)
+    error: str = ""
+
+    def GetInfo(self, request: reg.InfoRequest, context: Any) -> reg.PluginInfo:  # noqa: N802
+        """Type, name, DRA socket and the service version offered."""
+        return reg.PluginInfo(
+            type=wire.PLUGIN_TYPE,
+            name=self.driver,
+            endpoint=str(self.endpoint),
+            supported_versions=[wire.DRA_SERVICE],
+        )
+
+    def NotifyRegistrationStatus(  # noqa: N802
+        self, request: reg.RegistrationStatus, context: Any
+    ) -> reg.RegistrationStatusResponse:
+        """Remember whether the kubelet took us."""
+        self.error = request.error
+        if request.plugin_registered:
+            self.registered.set()
+        return reg.RegistrationStatusResponse()
+
+
+def serve_plugin(
+    registry_socket: Path, dra_socket: Path, service: DraService
+) -> tuple[grpc.Server, RegistrationService]:
+    """Start both services; stale socket files of an earlier run are removed first."""
+    for socket in (registry_socket, dra_socket):
+        socket.parent.mkdir(parents=True, exist_ok=True)
+        socket.unlink(missing_ok=True)
+    registration = RegistrationService(service.driver, dra_socket)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    wire.add_dra(service, server)
+    wire.add_registration(registration, server)
+    for socket in (dra_socket, registry_socket):
+        server.add_insecure_port(wire.unix_target(socket))
+    server.start()
+    return server, registration

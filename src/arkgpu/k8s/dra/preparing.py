@@ -1,0 +1,161 @@
+"""NodePrepareResources and NodeUnprepareResources on the node: regions and CDI specs.
+
+For each share of a claim (:mod:`arkgpu.k8s.dra.claims`) Prepare creates a control
+region ``<regions_dir>/dra-<claim uid>-<request>`` with the limiter's own code
+(memory cap = consumed ``memory``, compute share = consumed ``cores``) and the
+``pod.json`` the node runtime reads, then writes one CDI spec
+``<cdi_dir>/arkgpu-dra-<claim uid>.json`` whose devices give the container the
+region, the interception library, the GPU's device nodes and the environment.
+
+Crash safety: a region is built in ``<regions_dir>/.dra-staging/`` and renamed into
+place (atomic on one file system), and the CDI spec is written to a temporary file
+and renamed; an existing region is never rebuilt (Prepare is idempotent: a retried
+or repeated call returns the same CDI devices). :meth:`Preparer.recover`, called at
+start, deletes what a plugin killed mid-Prepare left in the staging folder.
+Unprepare deletes the spec first, then the regions; it is idempotent too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from arkgpu.k8s.dra.claims import Share
+from arkgpu.k8s.dra.gpus import MIB
+from arkgpu.limiter.region import LIMITS_FILE, Limits, create_region
+
+STAGING = ".dra-staging"
+"""Folder of ``regions_dir`` where regions are built before they are renamed into place."""
+CONTAINER_REGION = Path("/run/arkgpu/region")
+"""Where a container sees its region."""
+CDI_VERSION = "0.6.0"
+"""CDI spec version written (mounts, env and device nodes need no newer one)."""
+CDI_CLASS = "claim"
+"""CDI class of our devices: ids are ``<driver>/claim=<claim uid>-<request>``."""
+CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+"""Device nodes every CUDA process needs besides its GPU's."""
+POD_FILE = "pod.json"
+"""The region's description for the node runtime (``arkgpu.node.pods``)."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One prepared share: what NodePrepareResources reports for it."""
+
+    share: Share
+    cdi_id: str
+    """Fully qualified CDI device id the container runtime injects."""
+
+
+@dataclass(frozen=True)
+class Preparer:
+    """Creates and removes the regions and CDI specs of claims on this node."""
+
+    regions_dir: Path
+    cdi_dir: Path
+    driver: str
+    library_path: Path
+    """Host path of the interception library (mounted read-only, preloaded)."""
+    uuids: dict[int, str]
+    """NVML UUID of each GPU index of the node (CUDA_VISIBLE_DEVICES)."""
+
+    def region_dir(self, claim_uid: str, share: Share) -> Path:
+        """The region folder of one share."""
+        return self.regions_dir / f"dra-{claim_uid}-{share.request}"
+
+    def spec_path(self, claim_uid: str) -> Path:
+        """The CDI spec of one claim."""
+        return self.cdi_dir / f"arkgpu-dra-{claim_uid}.json"
+
+    def recover(self) -> list[Path]:
+        """Delete regions a killed Prepare left half-built; return them."""
+        staging = self.regions_dir / STAGING
+        left = sorted(staging.iterdir()) if staging.is_dir() else []
+        for path in left:
+            shutil.rmtree(path, ignore_errors=True)
+        return left
+
+    def prepare(self, claim: dict[str, Any], shares: list[Share]) -> list[Prepared]:
+        """Regions (created once) and the claim's CDI spec (rewritten, same content)."""
+        meta = claim["metadata"]
+        uid = str(meta["uid"])
+        for share in shares:
+            self._region(uid, meta, share)
+        devices = [self._cdi_device(uid, share) for share in shares]
+        spec = {"cdiVersion": CDI_VERSION, "kind": f"{self.driver}/{CDI_CLASS}", "devices": devices}
+        _write_atomic(self.spec_path(uid), json.dumps(spec, indent=2))
+        return [Prepared(s, f"{self.driver}/{CDI_CLASS}={uid}-{s.request}") for s in shares]
+
+    def unprepare(self, claim_uid: str) -> None:
+        """Delete the claim's CDI spec and regions (nothing there: nothing to do)."""
+        self.spec_path(claim_uid).unlink(missing_ok=True)
+        for region in self.regions_dir.glob(f"dra-{claim_uid}-*"):
+            shutil.rmtree(region, ignore_errors=True)
+
+    def _region(self, uid: str, meta: dict[str, Any], share: Share) -> Path:
+        final = self.region_dir(uid, share)
+        if (final / POD_FILE).is_file():
+            return final  # prepared before (a retry, or a restart after success)
+        staged = self.regions_dir / STAGING / final.name
+        shutil.rmtree(staged, ignore_errors=True)
+        limits = Limits((share.memory_mib * MIB,), share_bp=share.cores * 100)
+        create_region(staged, limits)
+        _write_atomic(staged / POD_FILE, json.dumps(pod_description(uid, meta, share)))
+        staged.rename(final)
+        return final
+
+    def _cdi_device(self, uid: str, share: Share) -> dict[str, Any]:
+        region = self.region_dir(uid, share)
+        uuid = self.uuids.get(share.gpu_index, "")
+        library = str(self.library_path)
+        env = {
+            "ARKGPU_REGION_DIR": str(CONTAINER_REGION),
+            "CUDA_VISIBLE_DEVICES": uuid,
+            "NVIDIA_VISIBLE_DEVICES": uuid,
+            "LD_PRELOAD": library,
+        }
+        mounts = [
+            _mount(library, library, "ro"),
+            _mount(str(region), str(CONTAINER_REGION), "rw"),
+            _mount(str(region / LIMITS_FILE), str(CONTAINER_REGION / LIMITS_FILE), "ro"),
+        ]
+        nodes = [f"/dev/nvidia{share.gpu_index}", *CONTROL_DEVICES]
+        edits = {
+            "env": [f"{k}={v}" for k, v in env.items()],
+            "mounts": mounts,
+            "deviceNodes": [{"path": n} for n in nodes],
+        }
+        return {"name": f"{uid}-{share.request}", "containerEdits": edits}
+
+
+def pod_description(uid: str, meta: dict[str, Any], share: Share) -> dict[str, Any]:
+    """``pod.json`` of a share's region, as the node runtime reads it (docs/NODE.md)."""
+    qos = share.qos
+    body: dict[str, Any] = {
+        "kind": qos.kind,
+        "gpu": share.gpu_index,
+        "model": qos.model,
+        "memory_mib": share.memory_mib,
+        "claim": {"namespace": meta.get("namespace", ""), "name": meta.get("name"), "uid": uid},
+    }
+    if qos.kind == "lc":
+        body.update(target_ms=qos.target_ms, peak_rps=qos.peak_rps, max_batch=qos.max_batch)
+    else:
+        body["batch"] = qos.batch
+    return body
+
+
+def _mount(host: str, container: str, mode: str) -> dict[str, Any]:
+    return {"hostPath": host, "containerPath": container, "options": ["bind", mode]}
+
+
+def _write_atomic(path: Path, content: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(content, encoding="utf-8")
+    tmp.chmod(0o644)
+    tmp.replace(path)

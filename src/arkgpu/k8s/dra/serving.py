@@ -1,0 +1,88 @@
+"""``arkgpu dra-driver run``: publish the node's slice, serve the kubelet plugin, until SIGTERM.
+
+At start: the GPUs are discovered, half-built regions of a plugin killed mid-Prepare
+are removed (:meth:`Preparer.recover`), the kubelet plugin starts (when
+``kubelet_plugin``), and the slice is published. Every ``resync_s`` the GPUs are
+scanned again and the slice updated when they changed. On SIGTERM the plugin stops
+and the slice is deleted (``delete_on_exit``); prepared regions stay for the pods
+that use them.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from typing import Any
+
+from arkgpu.k8s.dra import gpus
+from arkgpu.k8s.dra.config import DraConfig
+from arkgpu.k8s.dra.publishing import KubernetesSlices, Publisher
+from arkgpu.k8s.dra.slices import devices
+
+
+def api_client(config: DraConfig) -> Any:
+    """A client of the official ``kubernetes`` package: the kubeconfig, or in-cluster."""
+    from kubernetes import client  # noqa: PLC0415 (the k8s extra)
+    from kubernetes import config as loaders  # noqa: PLC0415
+
+    kube_config: Any = loaders  # its loaders carry no types
+    conf = client.Configuration()
+    if config.kubeconfig is not None:
+        kube_config.load_kube_config(config_file=str(config.kubeconfig), client_configuration=conf)
+    else:
+        kube_config.load_incluster_config(client_configuration=conf)
+    return client.ApiClient(conf)
+
+
+def node_gpus(config: DraConfig) -> list[gpus.Gpu]:
+    """The GPUs found now (NVML, or the assumed ones)."""
+    return gpus.discover() if config.nvml else gpus.assumed(config.gpus, config.gpu_memory_mib)
+
+
+def _say(text: str) -> None:
+    print(f"arkgpu dra-driver: {text}", file=sys.stderr, flush=True)
+
+
+def start_plugin(config: DraConfig, client: Any, found: list[gpus.Gpu]) -> Any:
+    """Recover, then serve the kubelet plugin; returns the gRPC server."""
+    from arkgpu.k8s.dra.plugin import DraService, KubernetesClaims, serve_plugin  # noqa: PLC0415
+    from arkgpu.k8s.dra.preparing import Preparer  # noqa: PLC0415 (grpc only when served)
+
+    uuids = {g.index: g.uuid for g in found}
+    preparer = Preparer(
+        config.regions_dir, config.cdi_dir, config.driver_name, config.library_path, uuids
+    )
+    for left in preparer.recover():
+        _say(f"removed {left}, left half-built by an earlier run")
+    service = DraService(KubernetesClaims(client), preparer, config.driver_name)
+    server, _ = serve_plugin(config.registry_socket, config.dra_socket, service)
+    _say(f"kubelet plugin on {config.dra_socket}, registration on {config.registry_socket}")
+    return server
+
+
+def serve(config: DraConfig) -> int:
+    """Run until SIGTERM or SIGINT; 0 on a clean stop."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    client = api_client(config)
+    publisher = Publisher(KubernetesSlices(client), config.node_name, config.driver_name)
+    found = node_gpus(config)
+    server = start_plugin(config, client, found) if config.kubelet_plugin else None
+    step = (config.memory_step_mib, config.cores_step)
+    _say(f"{publisher.reconcile(devices(found, *step))} {publisher.name} ({len(found)} GPUs)")
+    while not stop.wait(config.resync_s):
+        try:
+            outcome = publisher.reconcile(devices(node_gpus(config), *step))
+        except Exception as exc:  # the API server or NVML may be away a while
+            _say(f"resync failed, retrying in {config.resync_s:g} s: {exc}")
+            continue
+        if outcome != "unchanged":
+            _say(f"{outcome} {publisher.name}")
+    if server is not None:
+        server.stop(5).wait()
+    if config.delete_on_exit:
+        publisher.withdraw()
+        _say(f"deleted {publisher.name}")
+    return 0

@@ -1,0 +1,21 @@
+"""Fixtures of the DRA driver's tests."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from arkgpu.limiter.containers import make_world_readable
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    """Short paths (Unix sockets) the container user (nobody, as root) can reach."""
+    path = Path(tempfile.mkdtemp(prefix="arkgpu-dra-"))
+    make_world_readable(path)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
