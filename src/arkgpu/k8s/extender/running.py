@@ -10,6 +10,7 @@ what is known (an empty snapshot refuses every node with its reason).
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -36,6 +37,9 @@ from arkgpu.placement.scheduling import Scheduler, build_policy
 from arkgpu.predictor import Predictor, default_predictor
 
 LOG = logging.getLogger(__name__)
+
+KILL_AT_VARIABLE = "ARKGPU_EXTENDER_KILL_AT"
+"""Test hook: the bind step after which the process SIGKILLs itself (the crash tests)."""
 
 
 def lc_demand(lc: LcAttributes) -> LcDemand:
@@ -175,6 +179,7 @@ def serve(config: ExtenderConfig) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     running = start(config, KubeApi(load_client(config.kubeconfig)))
+    running.extender.kill_at = os.environ.get(KILL_AT_VARIABLE, "")
     scheme = "https" if config.server.tls else "http"
     print(
         f"arkgpu extender: {scheme}://{config.listen_address}:{running.port}, policy "

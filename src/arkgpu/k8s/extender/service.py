@@ -21,6 +21,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
@@ -65,6 +67,9 @@ class Extender:
         self.view, self.api, self.metrics = view, api, metrics
         self._asked: OrderedDict[str, PodInfo] = OrderedDict()
         self._cache: dict[str, tuple[int, dict[str, NodeVerdict]]] = {}
+        self.kill_at = ""
+        """Test hook (environment ``ARKGPU_EXTENDER_KILL_AT``): the process SIGKILLs itself
+        right after this step of a bind (``decision``, ``annotation`` or ``binding``)."""
 
     def routes(self) -> dict[str, Any]:
         """The POST paths kube-scheduler calls (its filterVerb, prioritizeVerb, bindVerb)."""
@@ -144,11 +149,13 @@ class Extender:
         info = self._pod(args)
         with self.view.lock:
             placed, write = self._decide(info, args.node)
+        self._step("decision")
         try:
             if write:
                 written = self._write(args, placed)
                 with self.view.lock:
                     self.view.saw_version(args.pod_uid, written)
+            self._step("annotation")
             self._call(
                 "binding",
                 self.api.bind_pod,
@@ -160,9 +167,15 @@ class Extender:
         except _WriteError:
             self._undo(args, placed, write)
             raise
+        self._step("binding")
         with self.view.lock:
             placed.writing, placed.confirmed = False, True
         self._cache.pop(args.pod_uid, None)
+
+    def _step(self, name: str) -> None:
+        if self.kill_at == name:
+            LOG.warning("killed after the %s step (ARKGPU_EXTENDER_KILL_AT)", name)
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def _pod(self, args: wire.BindingArgs) -> PodInfo:
         with self.view.lock:
