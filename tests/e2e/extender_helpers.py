@@ -50,7 +50,7 @@ class ExtenderProcess:
         path.write_text(
             f'kubeconfig = "{self.plane.plane.admin_kubeconfig}"\n'
             f'listen_address = "127.0.0.1"\nport = {self.plane.port}\n'
-            "lc_check = false\nbackoff_max_s = 2.0\n"
+            "lc_check = false\nbackoff_max_s = 2.0\nrelearn_in_background = false\n"
         )
         return path
 

@@ -77,7 +77,11 @@ def test_pods_land_where_the_policy_puts_them(
     ones the policy gives on that node."""
     core = k8s.CoreV1Api(admin)
     group, names = create_nodes(admin, 3, 2)
-    replica = ClusterView(build_scheduler(ExtenderConfig(lc_check=False)), "arkgpu-scheduler", 0)
+    replica = ClusterView(
+        build_scheduler(ExtenderConfig(lc_check=False, relearn_in_background=False)),
+        "arkgpu-scheduler",
+        0,
+    )
     for name in names:
         raw = admin.sanitize_for_serialization(core.read_node(name))
         replica.node_seen(read_node(raw))
@@ -85,9 +89,8 @@ def test_pods_land_where_the_policy_puts_them(
         core.create_namespaced_pod(ns, gpu_pod(f"p{k}", group, limits))
         pod = _wait_bound_pod(admin, ns, f"p{k}")
         info = read_pod({**pod, "metadata": {**pod["metadata"], "annotations": {}}})
-        verdicts = replica.verdicts(info, names)
-        best = max(v.score for v in verdicts.values() if v.fits)
-        assert verdicts[pod["spec"]["nodeName"]].score == best, (k, verdicts, pod["spec"])
+        fits = replica.verdicts(info, names).fits
+        assert fits[pod["spec"]["nodeName"]] == max(fits.values()), (k, fits, pod["spec"])
         expected = replica.assign(info, pod["spec"]["nodeName"])
         expected.writing = False
         actual = assignment(pod)

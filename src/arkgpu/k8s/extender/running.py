@@ -32,7 +32,9 @@ from arkgpu.k8s.extender.state import ClusterView
 from arkgpu.k8s.jsonhttp import JsonServer
 from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import LcAttributes
+from arkgpu.placement.arkgpu import ArkgpuPolicy
 from arkgpu.placement.lc_checking import LcCheck
+from arkgpu.placement.relearning import BackgroundSolver
 from arkgpu.placement.scheduling import Scheduler, build_policy
 from arkgpu.predictor import Predictor, default_predictor
 
@@ -55,6 +57,8 @@ def build_scheduler(config: ExtenderConfig) -> Scheduler:
         predictor = Predictor.load(config.predictor) if config.predictor else default_predictor()
         check = LcCheck(ShareSizer(predictor, config.gpu_model), lc_demand)
     policy = build_policy(config.policy, state)
+    if isinstance(policy, ArkgpuPolicy) and config.relearn_in_background:
+        policy.solver = BackgroundSolver()
     return Scheduler(state, policy, np.random.default_rng(config.seed), check)
 
 

@@ -32,10 +32,10 @@ import numpy as np
 from arkgpu.k8s.cluster.objects import NodeInfo, PodInfo
 from arkgpu.k8s.contract import AssignedGpu, ContractError, PodAssignment
 from arkgpu.k8s.extender.requests import lc_attributes, model_pod, qos_of
+from arkgpu.k8s.extender.verdicts import Verdicts, rank_group
 from arkgpu.model.cluster import PlacementError
 from arkgpu.model.gpus import gpu_model, known_gpu_models
 from arkgpu.model.resources import MILLI_PER_GPU, Node, Pod
-from arkgpu.placement.ranking import NodeVerdict
 from arkgpu.placement.scheduling import Scheduler
 
 LOG = logging.getLogger(__name__)
@@ -278,16 +278,16 @@ class ClusterView:
 
     # -- filter ------------------------------------------------------------------------
 
-    def verdicts(self, info: PodInfo, names: Sequence[str]) -> dict[str, NodeVerdict]:
+    def verdicts(self, info: PodInfo, names: Sequence[str]) -> Verdicts:
         """Per candidate: fits with the policy's score, or why not (ContractError: the pod
         breaks the contract, no node would do)."""
-        out: dict[str, NodeVerdict] = {}
+        out = Verdicts(list(names))
         groups: dict[int, list[str]] = {}
         for name in names:
             node = self.nodes.get(name)
             if node is None:
                 reason = self.refused.get(name) or f"node {name} is not in the ArkGPU snapshot"
-                out[name] = NodeVerdict(name, False, reason, 0.0)
+                out.unknown[name] = reason
             else:
                 groups.setdefault(node.gpus[0].memory_mib, []).append(name)
         lc_attributes(info)  # a malformed LC annotation refuses every node
@@ -297,8 +297,7 @@ class ClusterView:
                 if info.uid not in self._arrived:
                     self._arrived.add(info.uid)
                     self.scheduler.arrived(pod)
-                for v in self.scheduler.filter_and_score(pod, members):
-                    out[v.node] = v
+                rank_group(self.scheduler, pod, members, out)
         return out
 
     @contextmanager
