@@ -10,7 +10,7 @@ the predictor's check.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -64,8 +64,11 @@ def _scale(order: list[str], fits: dict[str, float]) -> dict[str, int]:
     return out
 
 
-def rank_group(scheduler: Scheduler, pod: Pod, names: Sequence[str], into: Verdicts) -> None:
-    """The policy's verdicts for ``pod`` on ``names`` (all in the scheduler's state)."""
+def rank_group(
+    scheduler: Scheduler, pod: Pod, names: Sequence[str], rows: Mapping[str, int], into: Verdicts
+) -> None:
+    """The policy's verdicts for ``pod`` on ``names`` (all in the scheduler's state, at the
+    rows ``rows`` gives)."""
     if pod.lc is not None and scheduler.lc_check is not None:
         for v in scheduler.filter_and_score(pod, names):
             if v.fits:
@@ -74,7 +77,7 @@ def rank_group(scheduler: Scheduler, pod: Pod, names: Sequence[str], into: Verdi
                 into.failed[v.node] = v.reason
         return
     state = scheduler.state
-    index = np.fromiter((state.node_index(n) for n in names), dtype=np.int64, count=len(names))
+    index = np.array([rows[n] for n in names], dtype=np.int64)
     ranking = scheduler.policy.rank(state, pod, scheduler.rng, index, 0.0)
     nodes = state.nodes
     fitting = ranking.nodes.tolist()
