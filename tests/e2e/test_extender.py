@@ -48,14 +48,17 @@ def admin(extender_plane: ExtenderPlane) -> Iterator[k8s.ApiClient]:
 
 
 @pytest.fixture
-def ns(admin: k8s.ApiClient) -> str:
+def ns(admin: k8s.ApiClient) -> Iterator[str]:
+    """A fresh namespace; its pods are deleted afterwards (no controller manager runs to
+    empty a deleted namespace), so no pending pod reaches the next test's extender."""
     core = k8s.CoreV1Api(admin)
     name = f"ext-{time.monotonic_ns() % 10**9}"
     core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
     core.create_namespaced_service_account(
         name, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name="default"))
     )
-    return name
+    yield name
+    core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
 
 
 SHARE = {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "25", "nvidia.com/gpumem": "16384"}

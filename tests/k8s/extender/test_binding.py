@@ -156,3 +156,19 @@ def test_restart_rebuilds_the_state_and_finishes_a_half_done_bind() -> None:
     wait(lambda: "uid-team-a-a" not in view.placed, "a released")
     assert post(second.port, "/filter", args(pod("c", whole), ["n1"]))[1]["NodeNames"] == ["n1"]
     second.close()
+
+
+def test_nothing_is_decided_before_the_first_lists() -> None:
+    """A half-listed snapshot would show held GPUs free: filter and bind answer an Error."""
+    api = MemoryApi()
+    api.put("nodes", node("n1", gpus=1))
+    api.put("pods", pod("a", {"nvidia.com/gpu": "1"}))
+    running = started(api)
+    running.extender.ready = lambda: False
+    whole = {"nvidia.com/gpu": "1"}
+    answer = post(running.port, "/filter", args(pod("a", whole), ["n1"]))[1]
+    assert "not listed the cluster yet" in answer["Error"]
+    assert answer["NodeNames"] == []
+    assert "not listed" in post(running.port, "/bind", binding(pod("a", whole), "n1"))[1]["Error"]
+    assert _assignments(api) == {}
+    running.close()

@@ -20,6 +20,7 @@ Figures are medians over the repetitions (p50/p99 within each).
 
 from __future__ import annotations
 
+import gc
 import http.client
 import json
 import statistics
@@ -139,6 +140,7 @@ def _cluster(config: BenchConfig) -> tuple[Running, MemoryApi, list[str]]:
     view = running.extender.view
     with view.lock:
         view.replace_nodes(read_node(node_json(n, config.gpus_per_node)) for n in names)
+    gc.freeze()  # as `arkgpu extender run` does once its snapshot is listed
     return running, api, names
 
 
