@@ -72,7 +72,7 @@ class ExtenderProcess:
             "--config",
             str(self.config_file),
         ]
-        log_dir = self.plane.workdir / f"extender-{self.starts}"
+        log_dir = self.plane.workdir / f"extender-{uuid.uuid4().hex[:8]}-{self.starts}"
         log_dir.mkdir()
         with (log_dir / "extender.log").open("wb") as out:
             popen = subprocess.Popen(

@@ -137,6 +137,10 @@ class Extender:
     def _bind(self, args: wire.BindingArgs) -> None:
         info = self._pod(args)
         with self.view.lock:
+            prior = self.view.placed.get(args.pod_uid)
+        if prior is not None and (not prior.confirmed or prior.assignment.node != args.node):
+            self._check_unbound(args, prior)
+        with self.view.lock:
             placed, write = self._decide(info, args.node)
         self._step("decision")
         try:
@@ -165,6 +169,19 @@ class Extender:
         if self.kill_at == name:
             LOG.warning("killed after the %s step (ARKGPU_EXTENDER_KILL_AT)", name)
             os.kill(os.getpid(), signal.SIGKILL)
+
+    def _check_unbound(self, args: wire.BindingArgs, prior: Placed) -> None:
+        """Before an uncertain placement is rewritten or a placement moved: the pod must not
+        be bound already (a Binding whose answer was lost). If it is, its annotation stays
+        and the bind is refused."""
+        raw = self._call("decision", self.api.get_pod, args.pod_namespace, args.pod_name)
+        bound = str(raw.get("spec", {}).get("nodeName") or "")
+        if not bound:
+            return
+        with self.view.lock:
+            if read_pod(raw).assignment == prior.assignment:
+                prior.confirmed = True
+        raise PlacementError(f"already bound to node {bound}")
 
     def _pod(self, args: wire.BindingArgs) -> PodInfo:
         with self.view.lock:
