@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -85,9 +86,19 @@ class ExtenderProcess:
             )
         self.child = processes.Child("extender", popen, log_dir / "extender.log")
         url = f"http://127.0.0.1:{self.plane.port}/readyz"
-        processes.wait_until(
-            self.child, lambda: processes.http_ok(url, None), "/readyz", READY_TIMEOUT_S
-        )
+        child = self.child
+
+        def ready() -> bool:
+            # With the crash hook the process may bind and die before /readyz is polled.
+            return processes.http_ok(url, None) or bool(kill_at and child.popen.poll() == -9)
+
+        if kill_at:
+            deadline = time.monotonic() + READY_TIMEOUT_S
+            while not ready():
+                assert time.monotonic() < deadline, f"extender not ready: {child.tail()}"
+                time.sleep(0.1)
+            return
+        processes.wait_until(child, ready, "/readyz", READY_TIMEOUT_S)
 
     def kill(self) -> None:
         """SIGKILL, as a crash."""
