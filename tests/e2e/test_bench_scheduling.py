@@ -1,0 +1,83 @@
+"""The control-plane benchmark's harness, run small so that it cannot rot.
+
+``python -m tests.e2e.bench_scheduling`` measures 1,000 nodes and 1,000 pods in
+minutes (docs/studies/k8s-scale.md); here the same code runs 20 nodes and 20
+pods through kube-scheduler alone on the session's control plane, and the
+bodies and configurations it sends are checked against the contract.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kubernetes import client as k8s
+
+from arkgpu.k8s import contract
+
+from . import bench_config as cfg
+from .bench_run import run_benchmark
+from .bench_scheduling import build_parser, settings_from
+from .controlplane import ControlPlane, build_control_plane
+
+
+def test_nodes_and_pods_follow_the_contract() -> None:
+    """Nodes: 8 GPUs in the inventory, 80 virtual devices; pods: a quarter whole GPUs."""
+    settings = cfg.BenchSettings()
+    gpus = contract.NodeInventory.from_json(cfg.inventory("n-1", settings.gpus_per_node)).gpus
+    assert [g.index for g in gpus] == list(range(8))
+    assert len({g.uuid for g in gpus}) == 8
+    assert cfg.node_resources(settings)[contract.RESOURCE_GPU] == "80"
+    limits = [cfg.pod_limits(settings, "extender", i) for i in range(8)]
+    requests = [contract.gpu_request(lim, f"pod {i}") for i, lim in enumerate(limits)]
+    assert [r.cores_percent for r in requests] == [None, 25, 25, 25] * 2
+    assert all(r.count == 1 for r in requests)
+    assert all(cfg.pod_limits(settings, "stock", i) == {"nvidia.com/gpu": "1"} for i in range(8))
+
+
+def test_extender_phase_configures_every_managed_resource() -> None:
+    """The extender phase's KubeSchedulerConfiguration: one profile, the four verbs' fields."""
+    config = cfg.scheduler_config(Path("/k"), "extender", 5000, "http://127.0.0.1:1")
+    assert [p["schedulerName"] for p in config["profiles"]] == [contract.SCHEDULER_NAME]
+    (extender,) = config["extenders"]
+    assert (extender["filterVerb"], extender["prioritizeVerb"], extender["bindVerb"]) == (
+        "filter",
+        "prioritize",
+        "bind",
+    )
+    assert extender["nodeCacheCapable"] is True
+    managed = {m["name"]: m["ignoredByScheduler"] for m in extender["managedResources"]}
+    assert managed == dict.fromkeys(contract.MANAGED_RESOURCES, True)
+    stock = cfg.scheduler_config(Path("/k"), "stock", 5000, None)
+    assert "extenders" not in stock
+    assert stock["clientConnection"]["qps"] == 5000
+
+
+def test_command_line_maps_to_settings() -> None:
+    """The documented command line parses into the settings it names."""
+    args = build_parser().parse_args(
+        ["--nodes", "1000", "--pods", "500", "--rounds", "3", "--phases", "stock"]
+    )
+    settings = settings_from(args)
+    assert (settings.nodes, settings.pods, settings.rounds) == (1000, 500, 3)
+    assert settings.phases == ("stock",)
+    assert settings.modes == ("live",)
+
+
+def test_small_run_binds_every_pod_and_cleans_up(
+    control_plane: ControlPlane, api: k8s.ApiClient
+) -> None:
+    """20 nodes, 20 pods, kube-scheduler alone: every pod bound, figures sane, nothing left."""
+    settings = cfg.BenchSettings(nodes=20, pods=20, rounds=1, phases=("stock",), workers=4)
+    lines: list[str] = []
+    report = run_benchmark(control_plane, build_control_plane(), settings, lines.append)
+    json.dumps(report)  # the report is JSON as it stands
+    (result,) = report["results"]
+    assert (result["phase"], result["mode"], result["pods"]) == ("stock", "live", 20)
+    assert 0 < result["pods_per_s"] <= result["creates_per_s"] * 1.01
+    assert 0 < result["latency_p50_ms"] <= result["latency_p99_ms"]
+    assert 1 <= result["nodes_used"] <= 20
+    assert report["summary"]["live"]["stock"]["pods_per_s"] == result["pods_per_s"]
+    assert lines[0].startswith("20 nodes created")
+    leftover = k8s.CoreV1Api(api).list_node(label_selector=cfg.BENCH_LABEL).items
+    assert leftover == []
