@@ -60,7 +60,7 @@ class BenchSettings:
     """``nvidia.com/gpumem`` of a fractional pod, MiB."""
     workers: int = 16
     """Client threads creating nodes and pods (requests in flight at once)."""
-    modes: tuple[str, ...] = ("live",)
+    modes: tuple[str, ...] = MODES
     """Which of ``MODES`` to measure."""
     phases: tuple[str, ...] = PHASES
     """Which of ``PHASES`` to measure (``stock`` alone when the extender is not there)."""

@@ -168,17 +168,27 @@ def describe(result: PhaseResult) -> str:
 
 
 def summarise(results: list[PhaseResult]) -> dict[str, Any]:
-    """Medians over rounds per mode and phase, and the ratios extender/stock."""
+    """Per mode: medians over rounds of each phase, and the ratios extender/stock.
+
+    ``ratio_<figure>`` divides the medians; ``round_ratios_<figure>`` divides within each
+    round (the two phases ran a minute apart, under about the same load from the rest of
+    the machine) and ``median_round_ratio_<figure>`` is their median.
+    """
     figures = ("pods_per_s", "binds_per_s", "creates_per_s", "latency_p50_ms", "latency_p99_ms")
     summary: dict[str, Any] = {}
     for mode in sorted({r.mode for r in results}):
-        by_phase = {}
-        for phase in sorted({r.phase for r in results if r.mode == mode}):
-            chosen = [asdict(r) for r in results if (r.mode, r.phase) == (mode, phase)]
-            by_phase[phase] = {f: statistics.median(c[f] for c in chosen) for f in figures}
+        chosen = {(r.phase, r.round): asdict(r) for r in results if r.mode == mode}
+        by_phase: dict[str, Any] = {}
+        for phase in sorted({phase for phase, _ in chosen}):
+            rows = [row for (p, _), row in chosen.items() if p == phase]
+            by_phase[phase] = {f: statistics.median(row[f] for row in rows) for f in figures}
         if {"stock", "extender"} <= by_phase.keys():
+            rounds = sorted({r for p, r in chosen if p == "extender" and ("stock", r) in chosen})
             for f in ("pods_per_s", "binds_per_s"):
                 by_phase[f"ratio_{f}"] = by_phase["extender"][f] / by_phase["stock"][f]
+                ratios = [chosen["extender", r][f] / chosen["stock", r][f] for r in rounds]
+                by_phase[f"round_ratios_{f}"] = ratios
+                by_phase[f"median_round_ratio_{f}"] = statistics.median(ratios)
         summary[mode] = by_phase
     return summary
 

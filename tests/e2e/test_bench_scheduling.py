@@ -16,8 +16,9 @@ from kubernetes import client as k8s
 from arkgpu.k8s import contract
 
 from . import bench_config as cfg
-from .bench_run import run_benchmark
+from .bench_run import run_benchmark, summarise
 from .bench_scheduling import build_parser, settings_from
+from .bench_watch import PhaseResult, percentile
 from .controlplane import ControlPlane, build_control_plane
 
 
@@ -61,14 +62,50 @@ def test_command_line_maps_to_settings() -> None:
     settings = settings_from(args)
     assert (settings.nodes, settings.pods, settings.rounds) == (1000, 500, 3)
     assert settings.phases == ("stock",)
-    assert settings.modes == ("live",)
+    assert settings.modes == ("live", "backlog")
+
+
+def _result(phase: str, round_: int, pods_per_s: float) -> PhaseResult:
+    return PhaseResult(phase, "live", round_, 10, pods_per_s, pods_per_s, 100.0, 5.0, 9.0, 3)
+
+
+def test_summary_gives_medians_and_ratios_within_and_across_rounds() -> None:
+    """Ratios extender/stock: of the medians, and the median of each round's own ratio."""
+    results = [
+        _result("stock", 1, 100.0),
+        _result("extender", 1, 50.0),
+        _result("stock", 2, 40.0),
+        _result("extender", 2, 30.0),
+        _result("stock", 3, 80.0),
+        _result("extender", 3, 20.0),
+    ]
+    live = summarise(results)["live"]
+    assert live["stock"]["pods_per_s"] == 80.0
+    assert live["extender"]["pods_per_s"] == 30.0
+    assert live["ratio_pods_per_s"] == 30.0 / 80.0
+    assert live["round_ratios_pods_per_s"] == [0.5, 0.75, 0.25]
+    assert live["median_round_ratio_pods_per_s"] == 0.5
+    assert "ratio_pods_per_s" not in summarise(results[::2])["live"]
+
+
+def test_percentile_is_nearest_rank() -> None:
+    """p50 of 1..100 is 50, p99 is 99, p100 the largest; one value is every percentile."""
+    values = [float(v) for v in range(100, 0, -1)]
+    assert (percentile(values, 50), percentile(values, 99), percentile(values, 100)) == (
+        50.0,
+        99.0,
+        100.0,
+    )
+    assert percentile([7.0], 1) == percentile([7.0], 99) == 7.0
 
 
 def test_small_run_binds_every_pod_and_cleans_up(
     control_plane: ControlPlane, api: k8s.ApiClient
 ) -> None:
     """20 nodes, 20 pods, kube-scheduler alone: every pod bound, figures sane, nothing left."""
-    settings = cfg.BenchSettings(nodes=20, pods=20, rounds=1, phases=("stock",), workers=4)
+    settings = cfg.BenchSettings(
+        nodes=20, pods=20, rounds=1, phases=("stock",), modes=("live",), workers=4
+    )
     lines: list[str] = []
     report = run_benchmark(control_plane, build_control_plane(), settings, lines.append)
     json.dumps(report)  # the report is JSON as it stands
