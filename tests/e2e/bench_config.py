@@ -11,6 +11,8 @@ and writes these configurations to files. Two phases are compared:
   prioritize, bind; ``nodeCacheCapable``; every ArkGPU resource managed and
   ignored by the scheduler), profile ``contract.SCHEDULER_NAME``; pods ask for
   HAMi's resources: fractional GPUs (``gpucores`` + ``gpumem``) and whole ones.
+- ``null`` (on request): as ``extender``, with ``bench_null_extender``, which
+  decides nothing, in its place: the cost of the extender protocol alone.
 """
 
 from __future__ import annotations
@@ -22,13 +24,17 @@ from typing import Any
 
 from arkgpu.k8s import contract
 
-PHASES = ("stock", "extender")
-"""The two ways a pod is scheduled, in the order each round runs them."""
+PHASES = ("stock", "null", "extender")
+"""The ways a pod is scheduled, in the order each round runs them."""
+EXTENDED = ("null", "extender")
+"""Phases whose kube-scheduler calls an extender."""
 MODES = ("live", "backlog")
 """``live``: the scheduler runs while the pods are created (first create to last bind).
 ``backlog``: every pod is created first, then the scheduler starts (first to last bind)."""
 STOCK_SCHEDULER = "arkgpu-bench-stock"
 """Profile name of kube-scheduler alone (the default plugins under another name)."""
+NULL_SCHEDULER = "arkgpu-bench-null"
+"""Profile name of the ``null`` phase (its own, so that no ArkGPU scheduler takes its pods)."""
 BENCH_LABEL = "bench.arkgpu.io/run"
 """Label on the benchmark's nodes; its pods select it, so they land on no other node."""
 GPU_MODEL = "NVIDIA H100 80GB HBM3"
@@ -62,7 +68,7 @@ class BenchSettings:
     """Client threads creating nodes and pods (requests in flight at once)."""
     modes: tuple[str, ...] = MODES
     """Which of ``MODES`` to measure."""
-    phases: tuple[str, ...] = PHASES
+    phases: tuple[str, ...] = ("stock", "extender")
     """Which of ``PHASES`` to measure (``stock`` alone when the extender is not there)."""
     client_qps: int = 5000
     """kube-scheduler's API client QPS and burst (``clientConnection``), both phases. The
@@ -102,7 +108,7 @@ def node_labels(run: str) -> dict[str, str]:
 def pod_limits(settings: BenchSettings, phase: str, index: int) -> dict[str, str]:
     """GPU limits of pod ``index``: one GPU, whole or (extender phase) a fraction."""
     limits = {contract.RESOURCE_GPU: "1"}
-    if phase == "extender" and index % settings.whole_every != 0:
+    if phase in EXTENDED and index % settings.whole_every != 0:
         limits[contract.RESOURCE_GPUCORES] = str(settings.gpucores)
         limits[contract.RESOURCE_GPUMEM] = str(settings.gpumem_mib)
     return limits
@@ -130,7 +136,8 @@ def pod_body(name: str, scheduler: str, limits: dict[str, str], run: str) -> dic
 
 def scheduler_name(phase: str) -> str:
     """The profile (and pods' ``schedulerName``) of ``phase``."""
-    return contract.SCHEDULER_NAME if phase == "extender" else STOCK_SCHEDULER
+    names = {"stock": STOCK_SCHEDULER, "null": NULL_SCHEDULER}
+    return names.get(phase, contract.SCHEDULER_NAME)
 
 
 def extender_entry(url: str) -> dict[str, Any]:
@@ -170,7 +177,7 @@ def scheduler_config(
         "leaderElection": {"leaderElect": False},
         "profiles": [{"schedulerName": scheduler_name(phase)}],
     }
-    if phase == "extender":
+    if phase in EXTENDED:
         if extender_url is None:
             raise ValueError("the extender phase needs the extender's URL")
         config["extenders"] = [extender_entry(extender_url)]

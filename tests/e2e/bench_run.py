@@ -10,6 +10,7 @@ each bound, the processes stop and the pods are deleted. The command line is
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -84,28 +85,47 @@ def create_bench_nodes(bench: Bench) -> float:
     return api_nodes.create_nodes(bench.api, bodies, settings.workers)
 
 
-def start_extender(bench: Bench, stack: ExitStack) -> str:
-    """``arkgpu extender run`` on a free loopback port, ready; returns its URL."""
+def extender_argv(bench: Bench, phase: str, port: int) -> list[str]:
+    """The command line of ``phase``'s extender: ArkGPU's, or the null one."""
+    kubeconfig = bench.plane.admin_kubeconfig
+    if phase == "null":
+        null = ["-m", "tests.e2e.bench_null_extender", f"--kubeconfig={kubeconfig}"]
+        return [sys.executable, *null, f"--port={port}"]
+    config = bench.plane.workdir / f"extender-{port}.toml"
+    config.write_text(cfg.extender_toml(kubeconfig, port, bench.settings.extender_settings))
+    return [str(Path(sys.executable).with_name("arkgpu")), "extender", "run", f"--config={config}"]
+
+
+def start_extender(bench: Bench, phase: str, stack: ExitStack) -> tuple[str, int]:
+    """``phase``'s extender on a free loopback port, ready; returns its URL and pid."""
     port = free_port()
-    workdir = bench.plane.workdir
-    config = workdir / f"extender-{port}.toml"
-    extra = bench.settings.extender_settings
-    config.write_text(cfg.extender_toml(bench.plane.admin_kubeconfig, port, extra))
-    arkgpu = Path(sys.executable).with_name("arkgpu")
-    argv = [str(arkgpu), "extender", "run", "--config", str(config)]
-    child = processes.start(f"extender-{port}", argv, workdir / "logs")
+    argv = extender_argv(bench, phase, port)
+    child = processes.start(f"{phase}-{port}", argv, bench.plane.workdir / "logs")
     stack.callback(processes.stop, child, 15.0)
     url = f"http://127.0.0.1:{port}"
     ready = f"{url}/readyz"
     processes.wait_until(
         child, lambda: processes.http_ok(ready, None), "/readyz", EXTENDER_READY_TIMEOUT_S
     )
-    return url
+    return url, child.popen.pid
 
 
-def start_scheduler(bench: Bench, phase: str, stack: ExitStack) -> float:
-    """The phase's kube-scheduler (and extender); returns when it answered (monotonic s)."""
-    url = start_extender(bench, stack) if phase == "extender" else None
+@dataclass(frozen=True)
+class Started:
+    """A phase's processes, ready."""
+
+    ready: float
+    """When the scheduler answered (monotonic s)."""
+    pids: dict[str, int]
+    """``scheduler`` (and ``extender``) -> process id, for their CPU time."""
+
+
+def start_scheduler(bench: Bench, phase: str, stack: ExitStack) -> Started:
+    """The phase's kube-scheduler (and, first, the extender), both ready."""
+    pids = {}
+    url = None
+    if phase in cfg.EXTENDED:
+        url, pids["extender"] = start_extender(bench, phase, stack)
     workdir = bench.plane.workdir
     config = cfg.scheduler_config(
         workdir / "scheduler.kubeconfig", phase, bench.settings.client_qps, url
@@ -113,8 +133,20 @@ def start_scheduler(bench: Bench, phase: str, stack: ExitStack) -> float:
     path = workdir / f"scheduler-{phase}.json"
     path.write_text(json.dumps(config, indent=2))
     args = (f"--config={path}",)
-    stack.enter_context(running_scheduler(bench.plane, bench.bin_dir, args, f"scheduler-{phase}"))
-    return time.monotonic()
+    log = f"scheduler-{phase}"
+    child = stack.enter_context(running_scheduler(bench.plane, bench.bin_dir, args, log))
+    pids["scheduler"] = child.popen.pid
+    return Started(time.monotonic(), pids)
+
+
+def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """CPU time (user + system) each process has used so far, seconds (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used = {}
+    for name, pid in pids.items():
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        used[name] = (int(fields[11]) + int(fields[12])) / tick
+    return used
 
 
 def pod_bodies(bench: Bench, phase: str, prefix: str, count: int) -> list[dict[str, Any]]:
@@ -139,20 +171,27 @@ def warm_up(bench: Bench, phase: str) -> None:
 
 
 def run_phase(bench: Bench, phase: str, mode: str, round_: int) -> PhaseResult:
-    """One measured phase: scheduler up, pods created at once, all bound; then cleaned up."""
+    """One measured phase: scheduler up, pods created at once, all bound; then cleaned up.
+
+    CPU per pod counts from the scheduler's readiness (live: after the warm-up pod;
+    backlog: with the pods already there) until the last bind.
+    """
     settings = bench.settings
     bodies = pod_bodies(bench, phase, f"{phase}-r{round_}", settings.pods)
     with ExitStack() as stack:
-        ready = 0.0
         if mode == "live":
-            ready = start_scheduler(bench, phase, stack)
+            started = start_scheduler(bench, phase, stack)
             warm_up(bench, phase)
+            cpu = cpu_seconds(started.pids)
         watch = stack.enter_context(watching_binds(bench.api, bench.namespace))
         sent = api_nodes.create_pods(bench.api, bench.namespace, bodies, settings.workers)
         if mode == "backlog":
-            ready = start_scheduler(bench, phase, stack)
+            started = start_scheduler(bench, phase, stack)
+            cpu = cpu_seconds(started.pids)
         watch.wait(set(sent), settings.bind_timeout_s)
-        result = phase_result((phase, mode, round_), sent, watch, ready)
+        used = cpu_seconds(started.pids)
+        per_pod = {name: 1000 * (used[name] - cpu[name]) / len(sent) for name in used}
+        result = phase_result((phase, mode, round_), sent, watch, started.ready, per_pod)
     api_nodes.delete_pods(bench.api, bench.namespace, CLEANUP_TIMEOUT_S)
     return result
 
@@ -163,16 +202,18 @@ def describe(result: PhaseResult) -> str:
         f"round {result.round} {result.mode:7} {result.phase:8}: {result.pods} pods, "
         f"{result.pods_per_s:7.1f} pods/s, binds {result.binds_per_s:7.1f}/s, "
         f"creates {result.creates_per_s:6.1f}/s, latency p50 {result.latency_p50_ms:7.0f} ms "
-        f"p99 {result.latency_p99_ms:7.0f} ms, {result.nodes_used} nodes"
+        f"p99 {result.latency_p99_ms:7.0f} ms, {result.nodes_used} nodes, CPU ms/pod "
+        + ", ".join(f"{name} {ms:.1f}" for name, ms in result.cpu_ms_per_pod.items())
     )
 
 
 def summarise(results: list[PhaseResult]) -> dict[str, Any]:
     """Per mode: medians over rounds of each phase, and the ratios extender/stock.
 
-    ``ratio_<figure>`` divides the medians; ``round_ratios_<figure>`` divides within each
-    round (the two phases ran a minute apart, under about the same load from the rest of
-    the machine) and ``median_round_ratio_<figure>`` is their median.
+    For each phase P with an extender: ``P_ratio_<figure>`` divides P's median by stock's;
+    ``P_round_ratios_<figure>`` divides within each round (the phases ran a minute apart,
+    under about the same load from the rest of the machine) and
+    ``P_median_round_ratio_<figure>`` is their median.
     """
     figures = ("pods_per_s", "binds_per_s", "creates_per_s", "latency_p50_ms", "latency_p99_ms")
     summary: dict[str, Any] = {}
@@ -182,13 +223,14 @@ def summarise(results: list[PhaseResult]) -> dict[str, Any]:
         for phase in sorted({phase for phase, _ in chosen}):
             rows = [row for (p, _), row in chosen.items() if p == phase]
             by_phase[phase] = {f: statistics.median(row[f] for row in rows) for f in figures}
-        if {"stock", "extender"} <= by_phase.keys():
-            rounds = sorted({r for p, r in chosen if p == "extender" and ("stock", r) in chosen})
+        compared = [p for p in cfg.EXTENDED if p in by_phase and "stock" in by_phase]
+        for phase in compared:
+            rounds = sorted({r for p, r in chosen if p == phase and ("stock", r) in chosen})
             for f in ("pods_per_s", "binds_per_s"):
-                by_phase[f"ratio_{f}"] = by_phase["extender"][f] / by_phase["stock"][f]
-                ratios = [chosen["extender", r][f] / chosen["stock", r][f] for r in rounds]
-                by_phase[f"round_ratios_{f}"] = ratios
-                by_phase[f"median_round_ratio_{f}"] = statistics.median(ratios)
+                ratios = [chosen[phase, r][f] / chosen["stock", r][f] for r in rounds]
+                by_phase[f"{phase}_ratio_{f}"] = by_phase[phase][f] / by_phase["stock"][f]
+                by_phase[f"{phase}_round_ratios_{f}"] = ratios
+                by_phase[f"{phase}_median_round_ratio_{f}"] = statistics.median(ratios)
         summary[mode] = by_phase
     return summary
 

@@ -78,7 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--split-count", type=_positive, default=d.split_count, help="default 10")
     add("--whole-every", type=_positive, default=d.whole_every, help="every n-th pod whole")
     add("--client-qps", type=_positive, default=d.client_qps, help="kube-scheduler QPS, burst")
-    add("--phases", type=_choices(cfg.PHASES), default=d.phases, help="stock,extender")
+    add(
+        "--phases",
+        type=_choices(cfg.PHASES),
+        default=d.phases,
+        help="stock,null,extender (default stock,extender)",
+    )
     add("--modes", type=_choices(cfg.MODES), default=d.modes, help="live,backlog (default both)")
     add("--extender-setting", action="append", default=[], metavar="'KEY = VALUE'")
     add("--json", type=Path, metavar="OUT", help="write the report here")
@@ -141,14 +146,14 @@ def print_summary(summary: dict[str, Any]) -> None:
     """Medians per mode and phase, and the ratios."""
     for mode, phases in summary.items():
         for phase, figures in phases.items():
-            if phase.startswith("round_ratios_"):
-                print(f"{mode:8} {phase:30} {', '.join(f'{r:.3f}' for r in figures)}")
+            if "_round_ratios_" in phase:
+                print(f"{mode:8} {phase:40} {', '.join(f'{r:.3f}' for r in figures)}")
                 continue
             if "ratio_" in phase:
-                print(f"{mode:8} {phase:30} {figures:.3f}")
+                print(f"{mode:8} {phase:40} {figures:.3f}")
                 continue
             cells = ", ".join(f"{name} {value:.1f}" for name, value in figures.items())
-            print(f"{mode:8} {phase:30} median: {cells}")
+            print(f"{mode:8} {phase:40} median: {cells}")
 
 
 def main(argv: list[str] | None = None) -> int:

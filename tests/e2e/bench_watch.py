@@ -164,6 +164,8 @@ class PhaseResult:
     latency_p99_ms: float
     nodes_used: int
     """Distinct nodes the pods went to."""
+    cpu_ms_per_pod: dict[str, float]
+    """``scheduler`` (and ``extender``): CPU time (user + system) per pod, milliseconds."""
 
 
 def phase_result(
@@ -171,6 +173,7 @@ def phase_result(
     sent: Mapping[str, float],
     watch: BindWatch,
     scheduler_ready: float,
+    cpu_ms_per_pod: dict[str, float],
 ) -> PhaseResult:
     """The figures of one phase from the send times and the bind times (monotonic s)."""
     phase, mode, round_ = key
@@ -191,4 +194,5 @@ def phase_result(
         latency_p50_ms=percentile(latencies, 50),
         latency_p99_ms=percentile(latencies, 99),
         nodes_used=len({watch.nodes[name] for name in sent}),
+        cpu_ms_per_pod=cpu_ms_per_pod,
     )

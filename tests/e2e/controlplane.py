@@ -217,6 +217,7 @@ def _start_scheduler(
     stack: ExitStack,
     logs: Path,
     log_name: str = "kube-scheduler",
+    started: list[processes.Child] | None = None,
 ) -> float:
     port = free_port()
     child = processes.start(
@@ -235,6 +236,8 @@ def _start_scheduler(
         logs,
     )
     stack.callback(processes.stop, child, config.stop_timeout_s)
+    if started is not None:
+        started.append(child)
     # The scheduler serves a self-signed certificate; /healthz on loopback needs no trust.
     insecure = ssl.create_default_context()
     insecure.check_hostname = False
@@ -288,11 +291,11 @@ def running_scheduler(
     args: tuple[str, ...],
     log_name: str,
     ready_timeout_s: float = 180.0,
-) -> Iterator[float]:
+) -> Iterator[processes.Child]:
     """One more kube-scheduler on ``plane`` with ``args`` (``--config``); stopped on exit.
 
     Runs as the control plane's scheduler identity (``scheduler.kubeconfig``); its log
-    is ``<workdir>/logs/<log_name>.log``. Yields the seconds it took to answer ``/healthz``.
+    is ``<workdir>/logs/<log_name>.log``. Yields the process once it answers ``/healthz``.
     """
     config = ControlPlaneConfig(
         bin_dir=bin_dir,
@@ -302,7 +305,9 @@ def running_scheduler(
     )
     kubeconfig = plane.workdir / "scheduler.kubeconfig"
     with ExitStack() as stack:
-        yield _start_scheduler(config, kubeconfig, stack, plane.workdir / "logs", log_name)
+        children: list[processes.Child] = []
+        _start_scheduler(config, kubeconfig, stack, plane.workdir / "logs", log_name, children)
+        yield children[0]
 
 
 def enabled() -> bool:

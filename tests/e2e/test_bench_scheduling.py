@@ -66,7 +66,8 @@ def test_command_line_maps_to_settings() -> None:
 
 
 def _result(phase: str, round_: int, pods_per_s: float) -> PhaseResult:
-    return PhaseResult(phase, "live", round_, 10, pods_per_s, pods_per_s, 100.0, 5.0, 9.0, 3)
+    cpu = {"scheduler": 1.0}
+    return PhaseResult(phase, "live", round_, 10, pods_per_s, pods_per_s, 100.0, 5.0, 9.0, 3, cpu)
 
 
 def test_summary_gives_medians_and_ratios_within_and_across_rounds() -> None:
@@ -82,10 +83,11 @@ def test_summary_gives_medians_and_ratios_within_and_across_rounds() -> None:
     live = summarise(results)["live"]
     assert live["stock"]["pods_per_s"] == 80.0
     assert live["extender"]["pods_per_s"] == 30.0
-    assert live["ratio_pods_per_s"] == 30.0 / 80.0
-    assert live["round_ratios_pods_per_s"] == [0.5, 0.75, 0.25]
-    assert live["median_round_ratio_pods_per_s"] == 0.5
-    assert "ratio_pods_per_s" not in summarise(results[::2])["live"]
+    assert live["extender_ratio_pods_per_s"] == 30.0 / 80.0
+    assert live["extender_round_ratios_pods_per_s"] == [0.5, 0.75, 0.25]
+    assert live["extender_median_round_ratio_pods_per_s"] == 0.5
+    assert "null_ratio_pods_per_s" not in live
+    assert not any("ratio" in key for key in summarise(results[::2])["live"])
 
 
 def test_percentile_is_nearest_rank() -> None:
@@ -102,19 +104,29 @@ def test_percentile_is_nearest_rank() -> None:
 def test_small_run_binds_every_pod_and_cleans_up(
     control_plane: ControlPlane, api: k8s.ApiClient
 ) -> None:
-    """20 nodes, 20 pods, kube-scheduler alone: every pod bound, figures sane, nothing left."""
+    """20 nodes, 20 pods, kube-scheduler alone then through the null extender: every pod
+    bound, the figures consistent, a ratio, no node left behind."""
     settings = cfg.BenchSettings(
-        nodes=20, pods=20, rounds=1, phases=("stock",), modes=("live",), workers=4
+        nodes=20, pods=20, rounds=1, phases=("stock", "null"), modes=("live",), workers=4
     )
     lines: list[str] = []
     report = run_benchmark(control_plane, build_control_plane(), settings, lines.append)
     json.dumps(report)  # the report is JSON as it stands
-    (result,) = report["results"]
-    assert (result["phase"], result["mode"], result["pods"]) == ("stock", "live", 20)
-    assert 0 < result["pods_per_s"] <= result["creates_per_s"] * 1.01
-    assert 0 < result["latency_p50_ms"] <= result["latency_p99_ms"]
-    assert 1 <= result["nodes_used"] <= 20
-    assert report["summary"]["live"]["stock"]["pods_per_s"] == result["pods_per_s"]
+    stock, null = report["results"]
+    assert [(r["phase"], r["mode"], r["pods"]) for r in (stock, null)] == [
+        ("stock", "live", 20),
+        ("null", "live", 20),
+    ]
+    for result in (stock, null):
+        assert 0 < result["pods_per_s"] <= result["creates_per_s"] * 1.01
+        assert 0 < result["latency_p50_ms"] <= result["latency_p99_ms"]
+        assert 1 <= result["nodes_used"] <= 20
+        assert all(ms >= 0 for ms in result["cpu_ms_per_pod"].values())
+    assert set(stock["cpu_ms_per_pod"]) == {"scheduler"}
+    assert set(null["cpu_ms_per_pod"]) == {"scheduler", "extender"}
+    live = report["summary"]["live"]
+    assert live["stock"]["pods_per_s"] == stock["pods_per_s"]
+    assert live["null_ratio_pods_per_s"] == null["pods_per_s"] / stock["pods_per_s"]
     assert lines[0].startswith("20 nodes created")
     leftover = k8s.CoreV1Api(api).list_node(label_selector=cfg.BENCH_LABEL).items
     assert leftover == []
