@@ -100,6 +100,40 @@ def _scenario_cases() -> Iterator[Case]:
             )
 
 
+EXTENDER_CASES: tuple[Case, ...] = (
+    Case(
+        "extender run --config: a missing file",
+        ("extender", "run", "--config", "{tmp}/no.toml"),
+        "no.toml",
+        "--config",
+    ),
+    Case(
+        "extender run --config: not TOML",
+        ("extender", "run", "--config", "{bad_toml}"),
+        "{bad_toml}",
+        "--config",
+    ),
+    Case(
+        "extender run --config: an unknown field",
+        ("extender", "run", "--config", "{node_unknown}"),
+        "nosuch",
+        "--config",
+    ),
+    Case(
+        "extender run --config: an unknown policy",
+        ("extender", "run", "--config", "{extender_policy}"),
+        "policy",
+        "--config",
+    ),
+    Case(
+        "extender bench --json: under a file",
+        ("extender", "bench", "--nodes", "1", "--json", "{file}/x.json"),
+        "{file}",
+        "--json",
+    ),
+)
+
+
 NODE_CASES: tuple[Case, ...] = (
     Case(
         "node run --config: a missing file",
@@ -311,6 +345,7 @@ CASES: tuple[Case, ...] = (
         "--plot",
     ),
     *NODE_CASES,
+    *EXTENDER_CASES,
 )
 
 
@@ -391,6 +426,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (tmp / "bad.toml").write_text("this is = = not toml\n")
     (tmp / "node_unknown.toml").write_text("nosuch = 1\n")
     (tmp / "node_badtype.toml").write_text('period_s = "fast"\n')
+    (tmp / "extender_policy.toml").write_text('policy = "nosuch"\n')
     paper = (Path(__file__).parents[2] / "src/arkgpu/data/scenarios/paper.toml").read_text()
     (tmp / "unknown_model.toml").write_text(paper.replace('"alexnet"', '"nosuchnet"', 1))
     default_predictor().save(tmp / "predictor.json")
@@ -405,6 +441,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "bad_toml": str(tmp / "bad.toml"),
         "node_unknown": str(tmp / "node_unknown.toml"),
         "node_badtype": str(tmp / "node_badtype.toml"),
+        "extender_policy": str(tmp / "extender_policy.toml"),
         "unknown_model": str(tmp / "unknown_model.toml"),
         "missing": str(tmp / "missing.csv"),
         "predictor": str(tmp / "predictor.json"),

@@ -33,6 +33,7 @@ GROUPS: dict[str, str] = {
     "limiter": "resource limiter: benchmark, inspect a container's region",
     "node": "the node runtime: run it, demo it on a fake GPU",
     "workload": "test workloads on the fake GPU (LC and BE)",
+    "extender": "the kube-scheduler extender: run it, benchmark it",
 }
 """Command groups, each a module ``arkgpu.cli.<name>``, in help order."""
 

@@ -12,6 +12,7 @@ random generator. Per pod, the extender calls
 3. :meth:`Scheduler.assign` for the node kube-scheduler chose (bind): the GPU
    slots and the compute share on each, taken in the state.
 
+:meth:`Scheduler.adopt` counts a pod placed earlier (after a restart) where it is;
 :meth:`Scheduler.release` gives a leaving pod's resources back;
 :meth:`Scheduler.join` and :meth:`Scheduler.leave` follow the node inventory.
 The simulator reaches the same policy methods through
@@ -132,6 +133,18 @@ class Scheduler:
         if self.lc_check is not None:
             self.lc_check.bound(pod, where)
         return Binding(node, where.gpus, share, pod.gpu_memory_mib)
+
+    def adopt(self, pod: Pod, node: str, gpus: tuple[int, ...]) -> None:
+        """Count ``pod`` as running on the GPU slots ``gpus`` of ``node``, a placement made
+        before (the extender rebuilding its state from the API server after a restart): no
+        policy is asked; PlacementError when the state cannot hold it."""
+        if pod.name in self._running:
+            raise PlacementError(f"pod {pod.name} is already bound")
+        where = Assignment(self.state.node_index(node), gpus)
+        self.state.place(pod, where)
+        self._running[pod.name] = (pod, where)
+        if self.lc_check is not None:
+            self.lc_check.bound(pod, where)
 
     def release(self, name: str) -> None:
         """The pod ``name`` left: its resources go back to its node."""

@@ -1,0 +1,123 @@
+"""The extender's settings, loaded from a TOML file (``arkgpu extender run --config FILE``).
+
+Every key of the file is a field of :class:`ExtenderConfig`; an unknown key, a
+wrong type or a value out of range stops the load with one line naming the
+file and the field (docs/k8s/EXTENDER.md lists them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from arkgpu.k8s.contract import PERCENT_FULL, SCHEDULER_NAME
+from arkgpu.k8s.jsonhttp import ServerConfig
+from arkgpu.model.gpus import REFERENCE_GPU
+from arkgpu.model.settings import Parser, boolean, integer, number, parsed, path, read_toml, text
+from arkgpu.placement import POLICIES
+
+DEFAULT_POLICY = "arkgpu"
+"""The project's best level-1 policy (docs/BENCHMARKS.md: lowest unallocated GPU share on
+every openb trace, never worse than FGD)."""
+
+
+@dataclass(frozen=True)
+class ExtenderConfig:
+    """Settings of ``arkgpu extender run`` (units and defaults in each field's text)."""
+
+    kubeconfig: Path | None = None
+    """Kubeconfig of the API server (default none: the pod's in-cluster service account)."""
+    listen_address: str = "0.0.0.0"
+    """Address the HTTP(S) endpoint listens on (default 0.0.0.0: every IPv4 address)."""
+    port: int = 8888
+    """TCP port of filter, prioritize, bind, /healthz, /readyz and /metrics (default 8888)."""
+    tls_cert_file: Path | None = None
+    """Serving certificate (PEM); with ``tls_key_file``: HTTPS (kube-scheduler's
+    ``enableHTTPS``); both absent: plain HTTP (default)."""
+    tls_key_file: Path | None = None
+    """Private key of ``tls_cert_file`` (PEM)."""
+    policy: str = DEFAULT_POLICY
+    """Level-1 placement policy by name (default ``arkgpu``, the project's best; any name
+    ``arkgpu placement run --policy`` takes)."""
+    scheduler_name: str = SCHEDULER_NAME
+    """``schedulerName`` of the pods this extender places (default arkgpu-scheduler); pods
+    of other schedulers are ignored by the snapshot unless they carry an assignment."""
+    seed: int = 0
+    """Seed of the policy's random generator (default 0; only ``random`` draws from it)."""
+    predictor: Path | None = None
+    """Predictor JSON (``arkgpu predictor fit``) for the LC check; default: fitted at start
+    on the profiles shipped in the package (a few seconds)."""
+    gpu_model: str = REFERENCE_GPU
+    """GPU model the predictor is asked about (default V100, the reference)."""
+    lc_check: bool = True
+    """Check LC pods with the predictor (default true: an LC pod goes only where every LC
+    service on its GPU still meets its target); false: LC pods are placed as BE."""
+    default_gpucores_percent: int = 0
+    """``nvidia.com/gpucores`` of a container that gives GPU memory but no cores, percent
+    (default 0: the same percentage of the GPU as its memory)."""
+    max_body_bytes: int = 16 * 1024 * 1024
+    """Largest request body, bytes (default 16 MiB: a 5,000-node NodeList when
+    ``nodeCacheCapable`` is false)."""
+    read_timeout_s: float = 10.0
+    """Longest wait for a caller's next bytes, seconds (default 10)."""
+    resync_s: float = 300.0
+    """Each watch is reopened after this many seconds (the API server's own timeout),
+    seconds (default 300)."""
+    backoff_max_s: float = 30.0
+    """Longest wait between reconnections to a lost API server, seconds (default 30; the
+    wait starts at 0.2 s and doubles)."""
+
+    @property
+    def server(self) -> ServerConfig:
+        """The endpoint's settings."""
+        return ServerConfig(
+            listen_address=self.listen_address,
+            port=self.port,
+            tls_cert_file=self.tls_cert_file,
+            tls_key_file=self.tls_key_file,
+            max_body_bytes=self.max_body_bytes,
+            read_timeout_s=self.read_timeout_s,
+        )
+
+
+PARSERS: dict[str, Parser] = {
+    "kubeconfig": path,
+    "listen_address": text,
+    "port": integer(0, 65_535),
+    "tls_cert_file": path,
+    "tls_key_file": path,
+    "policy": text,
+    "scheduler_name": text,
+    "seed": integer(0, 2**32 - 1),
+    "predictor": path,
+    "gpu_model": text,
+    "lc_check": boolean,
+    "default_gpucores_percent": integer(0, PERCENT_FULL),
+    "max_body_bytes": integer(1024),
+    "read_timeout_s": number(0.0, 3600.0),
+    "resync_s": number(0.0, 86_400.0),
+    "backoff_max_s": number(0.0, 3600.0),
+}
+"""How each field is read from TOML."""
+
+
+def config_from_dict(table: dict[str, Any], source: str = "config") -> ExtenderConfig:
+    """The configuration a parsed TOML table describes (ValueError naming the field)."""
+    config = ExtenderConfig(**parsed(table, PARSERS, f"{source}: "))
+    if config.policy not in POLICIES.names():
+        known = ", ".join(POLICIES.names())
+        raise ValueError(f"{source}: field policy: unknown policy {config.policy!r} ({known})")
+    if (config.tls_cert_file is None) != (config.tls_key_file is None):
+        raise ValueError(f"{source}: fields tls_cert_file, tls_key_file: give both or neither")
+    return config
+
+
+def load_config(file: Path) -> ExtenderConfig:
+    """Read ``file`` (TOML); ValueError with one line naming the file and the field."""
+    return config_from_dict(read_toml(file), str(file))
+
+
+def field_names() -> list[str]:
+    """Every field, in order (docs and tests)."""
+    return [f.name for f in fields(ExtenderConfig)]

@@ -1,0 +1,49 @@
+"""The extender's own Prometheus metrics (the HTTP server adds requests and latencies per path)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+PREFIX = "arkgpu_extender"
+"""Prefix of every metric name."""
+
+
+@dataclass
+class ExtenderMetrics:
+    """Counters and gauges of decisions, binds and the snapshot."""
+
+    decisions: Counter
+    binds_failed: Counter
+    nodes: Gauge
+    pods: Gauge
+    placed: Gauge
+    watch_restarts: Counter
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry) -> ExtenderMetrics:
+        """The metrics, registered in ``registry``."""
+        return cls(
+            decisions=Counter(
+                f"{PREFIX}_decisions",
+                "Answers given, by verb (filter, prioritize, bind).",
+                ["verb"],
+                registry=registry,
+            ),
+            binds_failed=Counter(
+                f"{PREFIX}_binds_failed",
+                "Binds answered with an error, by stage (decision, annotation, binding).",
+                ["stage"],
+                registry=registry,
+            ),
+            nodes=Gauge(f"{PREFIX}_snapshot_nodes", "Nodes offering GPUs.", registry=registry),
+            pods=Gauge(f"{PREFIX}_snapshot_pods", "ArkGPU pods tracked.", registry=registry),
+            placed=Gauge(f"{PREFIX}_placed_pods", "Pods counted on their GPUs.", registry=registry),
+            watch_restarts=Counter(
+                f"{PREFIX}_watch_restarts",
+                "Watches reopened after an error or a 410 Gone, by resource.",
+                ["resource"],
+                registry=registry,
+            ),
+        )

@@ -1,0 +1,187 @@
+"""``arkgpu extender run``: the extender built from its configuration, served until SIGTERM.
+
+Start-up: the policy and (for LC pods) the predictor's check are built, the
+HTTP(S) endpoint listens at once (``/healthz`` answers, ``/readyz`` says 503),
+and two reflectors list and watch nodes and pods; ``/readyz`` turns 200 once
+both first lists are in. kube-scheduler's calls before that are answered from
+what is known (an empty snapshot refuses every node with its reason).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import numpy as np
+from prometheus_client import CollectorRegistry
+
+from arkgpu.colocation.sizing import LcDemand, ShareSizer
+from arkgpu.k8s.cluster.api import ClusterApi, Json
+from arkgpu.k8s.cluster.objects import NodeInfo, PodInfo, read_node, read_pod
+from arkgpu.k8s.cluster.watching import Reflector, WatchConfig
+from arkgpu.k8s.extender.config import ExtenderConfig
+from arkgpu.k8s.extender.metrics import PREFIX, ExtenderMetrics
+from arkgpu.k8s.extender.service import Extender
+from arkgpu.k8s.extender.state import ClusterView
+from arkgpu.k8s.jsonhttp import JsonServer
+from arkgpu.model.cluster import ClusterState
+from arkgpu.model.resources import LcAttributes
+from arkgpu.placement.lc_checking import LcCheck
+from arkgpu.placement.scheduling import Scheduler, build_policy
+from arkgpu.predictor import Predictor, default_predictor
+
+LOG = logging.getLogger(__name__)
+
+
+def lc_demand(lc: LcAttributes) -> LcDemand:
+    """The sizer's demand for an LC service at its peak rate."""
+    return LcDemand(lc.model, lc.target_ms, lc.peak_rps, lc.max_batch, lc.max_queue_delay_ms)
+
+
+def build_scheduler(config: ExtenderConfig) -> Scheduler:
+    """An empty cluster state, the configured policy and, when on, the predictor's LC check."""
+    state = ClusterState.from_nodes([])
+    check: LcCheck[Any] | None = None
+    if config.lc_check:
+        predictor = Predictor.load(config.predictor) if config.predictor else default_predictor()
+        check = LcCheck(ShareSizer(predictor, config.gpu_model), lc_demand)
+    policy = build_policy(config.policy, state)
+    return Scheduler(state, policy, np.random.default_rng(config.seed), check)
+
+
+class ViewSink:
+    """Puts the reflectors' objects into the view (under its lock) and counts them."""
+
+    def __init__(self, view: ClusterView, metrics: ExtenderMetrics) -> None:
+        self.view, self.metrics = view, metrics
+
+    def replace(self, resource: str, items: list[Json]) -> None:
+        with self.view.lock:
+            if resource == "nodes":
+                self.view.replace_nodes(_read_all(read_node, items))
+            else:
+                self.view.replace_pods(_read_all(read_pod, items))
+            self._count()
+
+    def event(self, resource: str, kind: str, obj: Json) -> None:
+        try:
+            if resource == "nodes":
+                node = read_node(obj)
+                with self.view.lock:
+                    self._node(kind, node)
+            else:
+                pod = read_pod(obj)
+                with self.view.lock:
+                    self._pod(kind, pod)
+        except ValueError as exc:
+            LOG.warning("%s event ignored: %s", resource, exc)
+
+    def _node(self, kind: str, node: NodeInfo) -> None:
+        if kind == "DELETED":
+            self.view.node_gone(node.name)
+        else:
+            self.view.node_seen(node)
+        self._count()
+
+    def _pod(self, kind: str, pod: PodInfo) -> None:
+        if kind == "DELETED":
+            self.view.pod_gone(pod.uid)
+        else:
+            self.view.pod_seen(pod)
+        self._count()
+
+    def _count(self) -> None:
+        self.metrics.nodes.set(len(self.view.nodes))
+        self.metrics.pods.set(len(self.view.pods))
+        self.metrics.placed.set(len(self.view.placed))
+
+
+def _read_all(reader: Any, items: list[Json]) -> list[Any]:
+    out = []
+    for obj in items:
+        try:
+            out.append(reader(obj))
+        except ValueError as exc:
+            LOG.warning("listed object ignored: %s", exc)
+    return out
+
+
+@dataclass
+class Running:
+    """A started extender: its endpoint, reflectors and parts (tests reach in)."""
+
+    server: JsonServer
+    port: int
+    extender: Extender
+    reflectors: list[Reflector]
+
+    def ready(self) -> bool:
+        """Both first lists are in."""
+        return all(r.listed.is_set() for r in self.reflectors)
+
+    def close(self) -> None:
+        """Stops the reflectors and the endpoint."""
+        for r in self.reflectors:
+            r.stopping.set()
+        self.server.close()
+
+
+def start(config: ExtenderConfig, api: ClusterApi, watching: bool = True) -> Running:
+    """Builds and starts the extender on ``api`` (without reflectors when ``watching`` is
+    False: the caller feeds the view, as the benchmark does)."""
+    registry = CollectorRegistry()
+    metrics = ExtenderMetrics.create(registry)
+    view = ClusterView(
+        build_scheduler(config), config.scheduler_name, config.default_gpucores_percent
+    )
+    extender = Extender(view, api, metrics)
+    sink = ViewSink(view, metrics)
+    timing = WatchConfig(config.resync_s, backoff_max_s=config.backoff_max_s)
+    reflectors = [
+        Reflector(r, api, sink, timing, metrics.watch_restarts.labels(r).inc)
+        for r in (("nodes", "pods") if watching else ())
+    ]
+    holder: list[Running] = []
+    server = JsonServer(
+        config.server,
+        extender.routes(),
+        registry,
+        PREFIX,
+        ready=lambda: bool(holder) and holder[0].ready(),
+    )
+    port = server.start()
+    running = Running(server, port, extender, reflectors)
+    holder.append(running)
+    for r in reflectors:
+        r.start()
+    return running
+
+
+def serve(config: ExtenderConfig) -> int:
+    """Runs the extender until SIGTERM or SIGINT; returns the exit status."""
+    from arkgpu.k8s.cluster.kube import KubeApi, load_client  # noqa: PLC0415 (kubernetes)
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    running = start(config, KubeApi(load_client(config.kubeconfig)))
+    scheme = "https" if config.server.tls else "http"
+    print(
+        f"arkgpu extender: {scheme}://{config.listen_address}:{running.port}, policy "
+        f"{config.policy}, scheduler {config.scheduler_name}",
+        file=sys.stderr,
+        flush=True,
+    )
+    stop.wait()
+    running.close()
+    return 0

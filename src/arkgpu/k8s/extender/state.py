@@ -1,0 +1,317 @@
+"""The extender's picture of the cluster: nodes and pods from the API server, in the scheduler.
+
+:class:`ClusterView` keeps one :class:`~arkgpu.placement.scheduling.Scheduler`
+in step with what the list and watch report, and answers filter and bind:
+
+- a node with a valid GPU inventory joins the scheduler's state with its
+  offered GPUs (healthy, not MIG; slot ``s`` is ``NodeInfo.gpus[s]``) and
+  each GPU's own memory; a node whose inventory changes leaves and joins
+  again with its pods put back on the same GPUs (by UUID);
+- a pod carrying an assignment annotation counts as placed where it says,
+  bound yet or not (a crash between the annotation and the Binding leaves it
+  so: it stays counted until it is bound, re-assigned or deleted); a pod that
+  finished or was deleted gives its shares back;
+- a placement being written by a bind (``Placed.writing``) is left alone by
+  watch events until the bind ends, and an event older than the version the
+  extender last wrote or saw (resourceVersion) is ignored, so a late event
+  never undoes a newer decision.
+
+Every method expects the caller to hold :attr:`ClusterView.lock`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from arkgpu.k8s.cluster.objects import NodeInfo, PodInfo
+from arkgpu.k8s.contract import AssignedGpu, ContractError, PodAssignment
+from arkgpu.k8s.extender.requests import lc_attributes, model_pod, qos_of
+from arkgpu.model.cluster import PlacementError
+from arkgpu.model.gpus import gpu_model, known_gpu_models
+from arkgpu.model.resources import MILLI_PER_GPU, Node, Pod
+from arkgpu.placement.ranking import NodeVerdict
+from arkgpu.placement.scheduling import Scheduler
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass
+class Placed:
+    """A pod counted in the scheduler's state."""
+
+    assignment: PodAssignment
+    """Where (node and GPUs, as the annotation says or will say)."""
+    writing: bool = False
+    """A bind is writing this placement to the API server (events leave it alone)."""
+    confirmed: bool = True
+    """The annotation is known to be on the pod; False after a write whose outcome is
+    unknown (the connection was cut): the next list or event about the pod settles it."""
+
+
+def _version(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
+
+
+class ClusterView:
+    """Nodes, pods and placements, kept in one scheduler (see the module doc)."""
+
+    def __init__(self, scheduler: Scheduler, scheduler_name: str, default_cores: int) -> None:
+        self.scheduler, self.scheduler_name, self.default_cores = (
+            scheduler,
+            scheduler_name,
+            default_cores,
+        )
+        self.lock = threading.RLock()
+        self.nodes: dict[str, NodeInfo] = {}
+        """Nodes in the scheduler's state (with GPUs to offer)."""
+        self.refused: dict[str, str] = {}
+        """Nodes seen without GPUs to offer, and why."""
+        self.pods: dict[str, PodInfo] = {}
+        """Pods tracked, by UID."""
+        self.placed: dict[str, Placed] = {}
+        """Pods counted in the state, by UID."""
+        self.version = 0
+        """Bumped at every change of the state (filter answers are cached per version)."""
+        self._seen_version: dict[str, int] = {}
+        self._arrived: set[str] = set()
+
+    # -- nodes -------------------------------------------------------------------------
+
+    def node_seen(self, info: NodeInfo) -> None:
+        """A node was added or changed."""
+        old = self.nodes.get(info.name)
+        if old is not None and (old.gpus, old.cpu_milli, old.memory_mib) == (
+            info.gpus,
+            info.cpu_milli,
+            info.memory_mib,
+        ):
+            self.nodes[info.name] = info
+            return
+        if old is not None:
+            self._take_out(info.name)
+        if not info.gpus:
+            self.refused[info.name] = info.error
+            return
+        self.refused.pop(info.name, None)
+        self._put_in(info)
+
+    def node_gone(self, name: str) -> None:
+        """A node was deleted: its pods stay tracked, placed again if it comes back."""
+        self.refused.pop(name, None)
+        if name in self.nodes:
+            self._take_out(name)
+
+    def _put_in(self, info: NodeInfo) -> None:
+        self.nodes[info.name] = info
+        node = Node(info.name, info.cpu_milli, info.memory_mib, len(info.gpus), info.gpu_model)
+        self.scheduler.join(node)
+        state = self.scheduler.state
+        i = state.node_index(info.name)
+        for slot, gpu in enumerate(info.gpus):
+            state.gpu_memory_left[i, slot] = gpu.memory_mib
+        self.version += 1
+        for uid, pod in list(self.pods.items()):
+            a = pod.assignment
+            if a is not None and a.node == info.name and uid not in self.placed:
+                self._adopt(pod, a)
+
+    def _take_out(self, name: str) -> None:
+        """Releases the node's pods (kept tracked) and takes the node out of the state."""
+        for uid, placed in list(self.placed.items()):
+            if placed.assignment.node == name:
+                self.release(uid)
+        state = self.scheduler.state
+        i = state.node_index(name)
+        model = state.nodes[i].gpu_model
+        full = gpu_model(model).memory_mib if model in known_gpu_models() else 0
+        state.gpu_memory_left[i] = np.where(state.gpu_exists[i], full, 0)
+        self.scheduler.leave(name)
+        del self.nodes[name]
+        self.version += 1
+
+    def replace_nodes(self, infos: Iterable[NodeInfo]) -> None:
+        """A full list: nodes not in it are gone."""
+        fresh = {i.name: i for i in infos}
+        for name in [*self.nodes, *self.refused]:
+            if name not in fresh:
+                self.node_gone(name)
+        for info in fresh.values():
+            self.node_seen(info)
+
+    # -- pods --------------------------------------------------------------------------
+
+    def tracks(self, info: PodInfo) -> bool:
+        """Whether the pod is ArkGPU's: asks for GPUs through our scheduler, or was placed."""
+        return info.gpu is not None and (
+            info.scheduler_name == self.scheduler_name or info.assignment is not None
+        )
+
+    def pod_seen(self, info: PodInfo) -> None:
+        """A pod was added or changed (an event older than one already seen is ignored)."""
+        if self._stale(info.uid, info.resource_version):
+            return
+        if not self.tracks(info) and info.uid not in self.pods:
+            return
+        self.pods[info.uid] = info
+        placed = self.placed.get(info.uid)
+        if info.finished:
+            if placed is not None and not placed.writing:
+                self.release(info.uid)
+            return
+        a = info.assignment
+        if placed is not None and not placed.writing and not placed.confirmed:
+            if a is None:
+                self.release(info.uid)
+                return
+            placed.confirmed = placed.assignment == a
+        if a is None or (placed is not None and (placed.writing or placed.assignment == a)):
+            return
+        if placed is not None:
+            self.release(info.uid)
+        self._adopt(info, a)
+
+    def pod_gone(self, uid: str) -> None:
+        """A pod was deleted."""
+        self.pods.pop(uid, None)
+        self._arrived.discard(uid)
+        if uid in self.placed:
+            self.release(uid)
+
+    def replace_pods(self, infos: Iterable[PodInfo]) -> None:
+        """A full list: pods not in it are gone."""
+        fresh = {i.uid: i for i in infos}
+        for uid in list(self.pods):
+            if uid not in fresh:
+                self.pod_gone(uid)
+        self._seen_version.clear()
+        for info in fresh.values():
+            self.pod_seen(info)
+
+    def saw_version(self, uid: str, resource_version: str) -> None:
+        """The extender wrote the pod and got this version back."""
+        self._stale(uid, resource_version)
+
+    def _stale(self, uid: str, resource_version: str) -> bool:
+        version = _version(resource_version)
+        if version is None:
+            return False
+        last = self._seen_version.get(uid)
+        if last is not None and version <= last:
+            return True
+        self._seen_version[uid] = version
+        return False
+
+    # -- placements --------------------------------------------------------------------
+
+    def _adopt(self, info: PodInfo, a: PodAssignment) -> None:
+        """Counts the pod where its annotation says (left unplaced if that cannot be)."""
+        node = self.nodes.get(a.node)
+        if node is None:
+            return  # placed when its node joins
+        uuids = [g.uuid for g in node.gpus]
+        missing = [g.uuid for g in a.gpus if g.uuid not in uuids]
+        if missing:
+            LOG.warning("pod %s: assigned GPUs %s not offered by %s", info.key, missing, a.node)
+            return
+        slots = tuple(uuids.index(g.uuid) for g in a.gpus)
+        try:
+            self.scheduler.adopt(self._adopted_pod(info, a), a.node, slots)
+        except PlacementError as exc:
+            LOG.warning("pod %s: cannot count its assignment: %s", info.key, exc)
+            return
+        self.placed[info.uid] = Placed(a)
+        self.version += 1
+
+    def _adopted_pod(self, info: PodInfo, a: PodAssignment) -> Pod:
+        memory = a.gpus[0].memory_mib if a.gpus else 0
+        try:
+            pod = model_pod(info, self.nodes[a.node].gpus[0].memory_mib, self.default_cores, [])
+            return Pod(
+                pod.name,
+                pod.cpu_milli,
+                pod.memory_mib,
+                len(a.gpus),
+                pod.gpu_milli,
+                qos=pod.qos,
+                gpu_memory_mib=memory,
+                lc=pod.lc,
+            )
+        except ContractError:
+            milli = min(a.gpus[0].share_bp // 10, MILLI_PER_GPU) if a.gpus else 0
+            return Pod(
+                info.uid, info.cpu_milli, info.memory_mib, len(a.gpus), milli, gpu_memory_mib=memory
+            )
+
+    def release(self, uid: str) -> None:
+        """The pod's shares go back to its node."""
+        self.placed.pop(uid)
+        self.scheduler.release(uid)
+        self.version += 1
+
+    def assign(self, info: PodInfo, node: str) -> Placed:
+        """A new placement of ``info`` on ``node`` by the policy, marked as being written."""
+        if node not in self.nodes:
+            raise PlacementError(self.refused.get(node) or f"node {node} is not in the snapshot")
+        pod = self.request(info, node)
+        binding = self.scheduler.assign(pod, node)
+        gpus = self.nodes[node].gpus
+        assigned = tuple(
+            AssignedGpu(gpus[s].index, gpus[s].uuid, binding.gpu_memory_mib, binding.share_bp)
+            for s in binding.gpus
+        )
+        container = info.gpu.name if info.gpu is not None else ""
+        placed = Placed(PodAssignment(node, assigned, qos_of(info), container), writing=True)
+        self.placed[info.uid] = placed
+        self.version += 1
+        return placed
+
+    def request(self, info: PodInfo, node: str) -> Pod:
+        """The placement layer's pod for ``info`` on GPUs like those of ``node``."""
+        memory = self.nodes[node].gpus[0].memory_mib
+        return model_pod(info, memory, self.default_cores, self.scheduler.state.model_names)
+
+    # -- filter ------------------------------------------------------------------------
+
+    def verdicts(self, info: PodInfo, names: Sequence[str]) -> dict[str, NodeVerdict]:
+        """Per candidate: fits with the policy's score, or why not (ContractError: the pod
+        breaks the contract, no node would do)."""
+        out: dict[str, NodeVerdict] = {}
+        groups: dict[int, list[str]] = {}
+        for name in names:
+            node = self.nodes.get(name)
+            if node is None:
+                reason = self.refused.get(name) or f"node {name} is not in the ArkGPU snapshot"
+                out[name] = NodeVerdict(name, False, reason, 0.0)
+            else:
+                groups.setdefault(node.gpus[0].memory_mib, []).append(name)
+        lc_attributes(info)  # a malformed LC annotation refuses every node
+        with self._without(info.uid):
+            for members in groups.values():
+                pod = self.request(info, members[0])
+                if info.uid not in self._arrived:
+                    self._arrived.add(info.uid)
+                    self.scheduler.arrived(pod)
+                for v in self.scheduler.filter_and_score(pod, members):
+                    out[v.node] = v
+        return out
+
+    @contextmanager
+    def _without(self, uid: str) -> Iterator[None]:
+        """The state without the pod's own unbound placement (after a restart mid-bind the
+        pod is annotated but pending: it must not compete with itself)."""
+        placed = self.placed.get(uid)
+        info = self.pods.get(uid)
+        if placed is None or placed.writing or info is None:
+            yield
+            return
+        self.release(uid)
+        try:
+            yield
+        finally:
+            self._adopt(info, placed.assignment)

@@ -1,0 +1,158 @@
+"""Bind: the assignment first, then the Binding; concurrent binds never over-commit a GPU;
+a failure undoes the placement; a restart rebuilds the state from the API server."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import defaultdict
+from typing import Any
+
+from arkgpu.k8s.cluster.api import ApiError
+from arkgpu.k8s.cluster.memory import MemoryApi
+from arkgpu.k8s.contract import ANNOTATION_ASSIGNMENT
+
+from .helpers import args, binding, node, pod, post, started, wait
+
+
+def _assignments(api: MemoryApi) -> dict[str, dict[str, Any]]:
+    out = {}
+    for p in api.list("pods").items:
+        note = p["metadata"].get("annotations", {}).get(ANNOTATION_ASSIGNMENT)
+        if note:
+            out[p["metadata"]["name"]] = json.loads(note)
+    return out
+
+
+def _share_per_gpu(api: MemoryApi) -> dict[str, int]:
+    used: dict[str, int] = defaultdict(int)
+    for a in _assignments(api).values():
+        for g in a["gpus"]:
+            used[g["uuid"]] += g["share_bp"]
+    return used
+
+
+def test_concurrent_binds_never_over_commit() -> None:
+    """60 pods of 40% on 2 nodes x 2 GPUs (room for 8): 8 threads bind them all to the two
+    nodes at once; exactly 8 bind, every GPU holds at most 100%, the rest get an error."""
+    api = MemoryApi()
+    api.put("nodes", node("n1"))
+    api.put("nodes", node("n2"))
+    pods = [pod(f"p{i}", {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "40"}) for i in range(60)]
+    for p in pods:
+        api.put("pods", p)
+    running = started(api)
+    errors: list[str] = []
+
+    def work(chunk: list[dict[str, Any]]) -> None:
+        for k, p in enumerate(chunk):
+            status, answer = post(running.port, "/bind", binding(p, "n1" if k % 2 else "n2"))
+            assert status == 200
+            errors.append(answer["Error"])
+
+    threads = [threading.Thread(target=work, args=(pods[t::8],)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    running.close()
+    assert sum(e == "" for e in errors) == 8
+    assert all("GPU" in e or "fit" in e or "node" in e for e in errors if e)
+    used = _share_per_gpu(api)
+    assert len(used) == 4
+    assert max(used.values()) <= 10_000
+    bound = [p for p in api.list("pods").items if p["spec"].get("nodeName")]
+    assert len(bound) == 8 == len(_assignments(api))
+
+
+class FailingApi(MemoryApi):
+    """Refuses the Binding (and, when ``cut``, every later write: the connection is gone)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cut = False
+        self.fail_binding = True
+
+    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+        if self.fail_binding:
+            self.cut_now = self.cut
+            raise ApiError(0 if self.cut else 500, "binding refused")
+        super().bind_pod(namespace, name, uid, node)
+
+    def annotate_pod(self, namespace: str, name: str, uid: str, annotations: dict[str, Any]) -> Any:
+        if self.cut and annotations.get(ANNOTATION_ASSIGNMENT, "") is None:
+            raise ApiError(0, "connection refused")
+        return super().annotate_pod(namespace, name, uid, annotations)
+
+
+def test_failed_binding_undoes_the_placement_and_its_annotation() -> None:
+    api = FailingApi()
+    api.put("nodes", node("n1", gpus=1))
+    whole = {"nvidia.com/gpu": "1"}
+    api.put("pods", pod("a", whole))
+    running = started(api)
+    _status, answer = post(running.port, "/bind", binding(pod("a", whole), "n1"))
+    assert "binding failed" in answer["Error"]
+    assert _assignments(api) == {}
+    assert running.extender.view.placed == {}
+    api.fail_binding = False
+    assert post(running.port, "/bind", binding(pod("a", whole), "n1"))[1] == {"Error": ""}
+    running.close()
+
+
+def test_cut_connection_keeps_the_pod_counted_until_the_api_settles_it() -> None:
+    """The Binding fails and the annotation cannot be removed: the pod stays counted (its
+    annotation may be there); kube-scheduler's retry binds it to the same GPUs."""
+    api = FailingApi()
+    api.cut = True
+    api.put("nodes", node("n1", gpus=1))
+    whole = {"nvidia.com/gpu": "1"}
+    api.put("pods", pod("a", whole))
+    api.put("pods", pod("b", whole))
+    running = started(api)
+    answer = post(running.port, "/bind", binding(pod("a", whole), "n1"))[1]
+    assert "binding failed" in answer["Error"]
+    assert "uid-team-a-a" in running.extender.view.placed  # counted: no over-commit
+    assert "GPU" in post(running.port, "/bind", binding(pod("b", whole), "n1"))[1]["Error"]
+    api.cut = api.fail_binding = False
+    assert post(running.port, "/bind", binding(pod("a", whole), "n1"))[1] == {"Error": ""}
+    assert api.get_pod("team-a", "a")["spec"]["nodeName"] == "n1"
+    running.close()
+
+
+def test_restart_rebuilds_the_state_and_finishes_a_half_done_bind() -> None:
+    """Pod a bound, pod b annotated but not bound (a crash between the two writes): a new
+    extender counts both; b's bind to its node only binds; deleting a frees its GPU."""
+    api = MemoryApi()
+    api.put("nodes", node("n1", gpus=2))
+    whole = {"nvidia.com/gpu": "1"}
+    for name in ("a", "b", "c"):
+        api.put("pods", pod(name, whole))
+    first = started(api)
+    assert post(first.port, "/bind", binding(pod("a", whole), "n1"))[1] == {"Error": ""}
+    placed = first.extender.view.placed
+    first.close()
+    note = placed["uid-team-a-a"].assignment
+    other = note.gpus[0].index
+    half = {
+        "version": 1,
+        "node": "n1",
+        "qos": "be",
+        "container": "main",
+        "gpus": [
+            {"index": 1 - other, "uuid": f"GPU-n1-{1 - other}", "memory_mib": 0, "share_bp": 10000}
+        ],
+    }
+    api.annotate_pod("team-a", "b", "uid-team-a-b", {ANNOTATION_ASSIGNMENT: json.dumps(half)})
+    second = started(api)
+    view = second.extender.view
+    assert set(view.placed) == {"uid-team-a-a", "uid-team-a-b"}
+    _status, answer = post(second.port, "/filter", args(pod("c", whole), ["n1"]))
+    assert answer["NodeNames"] == []
+    assert "n1" in answer["FailedNodes"]
+    assert post(second.port, "/bind", binding(pod("b", whole), "n1"))[1] == {"Error": ""}
+    assert _assignments(api)["b"] == half
+    api.delete("pods", "team-a/a")
+    wait(lambda: "uid-team-a-a" not in view.placed, "a released")
+    assert post(second.port, "/filter", args(pod("c", whole), ["n1"]))[1]["NodeNames"] == ["n1"]
+    second.close()
