@@ -18,6 +18,7 @@ and writes these configurations to files. Two phases are compared:
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -193,3 +194,22 @@ def extender_toml(kubeconfig: Path, port: int, extra: tuple[str, ...]) -> str:
         *extra,
     ]
     return "\n".join(lines) + "\n"
+
+
+def overcommitted_gpus(assignments: list[str]) -> int:
+    """GPUs given more than their compute or memory by ``assignments`` (annotation JSON).
+
+    Compute: the shares (basis points) on a GPU add up to at most 10000. Memory: the
+    caps (MiB; 0 = the whole GPU) add up to at most the GPU's memory.
+    """
+    share: Counter[tuple[str, int]] = Counter()
+    memory: Counter[tuple[str, int]] = Counter()
+    for text in assignments:
+        assignment = contract.PodAssignment.from_json(text)
+        for gpu in assignment.gpus:
+            key = (assignment.node, gpu.index)
+            share[key] += gpu.share_bp
+            memory[key] += gpu.memory_mib or GPU_MEMORY_MIB
+    over = {k for k, v in share.items() if v > 10_000}
+    over |= {k for k, v in memory.items() if v > GPU_MEMORY_MIB}
+    return len(over)

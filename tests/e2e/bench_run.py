@@ -202,7 +202,8 @@ def describe(result: PhaseResult) -> str:
         f"round {result.round} {result.mode:7} {result.phase:8}: {result.pods} pods, "
         f"{result.pods_per_s:7.1f} pods/s, binds {result.binds_per_s:7.1f}/s, "
         f"creates {result.creates_per_s:6.1f}/s, latency p50 {result.latency_p50_ms:7.0f} ms "
-        f"p99 {result.latency_p99_ms:7.0f} ms, {result.nodes_used} nodes, CPU ms/pod "
+        f"p99 {result.latency_p99_ms:7.0f} ms, {result.nodes_used} nodes, "
+        f"{result.assigned} assigned, {result.overcommitted_gpus} GPUs over-committed, CPU ms/pod "
         + ", ".join(f"{name} {ms:.1f}" for name, ms in result.cpu_ms_per_pod.items())
     )
 

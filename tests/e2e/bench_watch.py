@@ -23,6 +23,10 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from arkgpu.k8s.contract import ANNOTATION_ASSIGNMENT
+
+from .bench_config import overcommitted_gpus
+
 WATCH_WINDOW_S = 60
 """Seconds one watch request lasts before it is renewed from the last resourceVersion."""
 
@@ -41,6 +45,8 @@ class BindWatch:
         """Pod name -> monotonic time its binding was first seen."""
         self.nodes: dict[str, str] = {}
         """Pod name -> node it was bound to."""
+        self.assignments: dict[str, str] = {}
+        """Pod name -> its ArkGPU assignment annotation when it was first seen bound."""
 
     def run(self, resource_version: str) -> None:
         """The watch loop (a thread's target): renews the watch until ``stop``."""
@@ -74,9 +80,12 @@ class BindWatch:
         node = pod.get("spec", {}).get("nodeName")
         name = pod["metadata"]["name"]
         if node and name not in self.bound:
+            assignment = (pod["metadata"].get("annotations") or {}).get(ANNOTATION_ASSIGNMENT)
             with self._changed:
                 self.bound[name] = time.monotonic()
                 self.nodes[name] = node
+                if assignment is not None:
+                    self.assignments[name] = assignment
                 self._changed.notify_all()
 
     def wait(self, names: set[str], timeout_s: float) -> None:
@@ -166,6 +175,10 @@ class PhaseResult:
     """Distinct nodes the pods went to."""
     cpu_ms_per_pod: dict[str, float]
     """``scheduler`` (and ``extender``): CPU time (user + system) per pod, milliseconds."""
+    assigned: int
+    """Pods bound with ArkGPU's assignment annotation (extender phase: every pod)."""
+    overcommitted_gpus: int
+    """GPUs whose assignments add up to more than the GPU (must be 0)."""
 
 
 def phase_result(
@@ -195,4 +208,8 @@ def phase_result(
         latency_p99_ms=percentile(latencies, 99),
         nodes_used=len({watch.nodes[name] for name in sent}),
         cpu_ms_per_pod=cpu_ms_per_pod,
+        assigned=sum(name in watch.assignments for name in sent),
+        overcommitted_gpus=overcommitted_gpus(
+            [watch.assignments[name] for name in sent if name in watch.assignments]
+        ),
     )

@@ -54,6 +54,21 @@ def test_extender_phase_configures_every_managed_resource() -> None:
     assert stock["clientConnection"]["qps"] == 5000
 
 
+def _assignment(node: str, index: int, share_bp: int, memory_mib: int) -> str:
+    gpu = contract.AssignedGpu(index, f"GPU-{node}-{index}", memory_mib, share_bp)
+    return contract.PodAssignment(node, (gpu,)).to_json()
+
+
+def test_overcommit_check_counts_gpus_over_compute_or_memory() -> None:
+    """Shares up to 100% and memory up to the GPU's fit; one basis point or MiB more does not."""
+    fits = [_assignment("a", 0, 5000, 40_000), _assignment("a", 0, 5000, 41_559)]
+    assert cfg.overcommitted_gpus(fits) == 0
+    assert cfg.overcommitted_gpus([*fits, _assignment("a", 1, 10_000, 0)]) == 0
+    assert cfg.overcommitted_gpus([*fits, _assignment("a", 0, 1, 1)]) == 1
+    whole_twice = [_assignment("b", 2, 5000, 0), _assignment("b", 2, 5000, 1)]
+    assert cfg.overcommitted_gpus(whole_twice) == 1
+
+
 def test_command_line_maps_to_settings() -> None:
     """The documented command line parses into the settings it names."""
     args = build_parser().parse_args(
@@ -67,7 +82,9 @@ def test_command_line_maps_to_settings() -> None:
 
 def _result(phase: str, round_: int, pods_per_s: float) -> PhaseResult:
     cpu = {"scheduler": 1.0}
-    return PhaseResult(phase, "live", round_, 10, pods_per_s, pods_per_s, 100.0, 5.0, 9.0, 3, cpu)
+    return PhaseResult(
+        phase, "live", round_, 10, pods_per_s, pods_per_s, 100.0, 5.0, 9.0, 3, cpu, 0, 0
+    )
 
 
 def test_summary_gives_medians_and_ratios_within_and_across_rounds() -> None:
@@ -122,6 +139,7 @@ def test_small_run_binds_every_pod_and_cleans_up(
         assert 0 < result["latency_p50_ms"] <= result["latency_p99_ms"]
         assert 1 <= result["nodes_used"] <= 20
         assert all(ms >= 0 for ms in result["cpu_ms_per_pod"].values())
+        assert (result["assigned"], result["overcommitted_gpus"]) == (0, 0)
     assert set(stock["cpu_ms_per_pod"]) == {"scheduler"}
     assert set(null["cpu_ms_per_pod"]) == {"scheduler", "extender"}
     live = report["summary"]["live"]
