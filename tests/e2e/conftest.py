@@ -18,9 +18,12 @@ from kubernetes import client as k8s
 from .controlplane import (
     ControlPlane,
     ControlPlaneConfig,
+    ExtenderPlane,
     build_control_plane,
     enabled,
+    free_port,
     running_control_plane,
+    write_extender_scheduler_config,
 )
 from .processes import ControlPlaneError
 
@@ -75,3 +78,23 @@ def namespace(api: k8s.ApiClient) -> str:
         name, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name="default"))
     )
     return name
+
+
+# --- The extender's control plane (added for tests/e2e/test_extender*.py) ---------------------
+
+
+@pytest.fixture(scope="session")
+def extender_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExtenderPlane]:
+    """A second control plane whose kube-scheduler has the profile ``arkgpu-scheduler`` with
+    the extender at a port chosen up front (the extender process is the tests' to start and
+    kill: see :class:`ExtenderPlane`)."""
+    workdir = tmp_path_factory.mktemp("extender-plane")
+    port = free_port()
+    scheduler_config = write_extender_scheduler_config(workdir, port)
+    config = ControlPlaneConfig(
+        bin_dir=build_control_plane(),
+        workdir=workdir,
+        scheduler_args=(f"--config={scheduler_config}",),
+    )
+    with running_control_plane(config) as plane:
+        yield ExtenderPlane(plane, port, workdir)

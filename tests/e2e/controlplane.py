@@ -313,3 +313,65 @@ def running_scheduler(
 def enabled() -> bool:
     """Whether the end-to-end tests are collected (``ARKGPU_E2E=1``)."""
     return os.environ.get("ARKGPU_E2E") == "1"
+
+
+# --- A kube-scheduler that calls the ArkGPU extender (added for tests/e2e/test_extender*.py) --
+
+EXTENDER_PROFILE = "arkgpu-scheduler"
+"""The profile's schedulerName (``arkgpu.k8s.contract.SCHEDULER_NAME``)."""
+
+
+@dataclass
+class ExtenderPlane:
+    """A control plane whose kube-scheduler calls an extender at ``http://127.0.0.1:<port>``."""
+
+    plane: ControlPlane
+    port: int
+    """Where kube-scheduler expects the extender (free when the plane started)."""
+    workdir: Path
+
+
+def write_extender_scheduler_config(workdir: Path, port: int) -> Path:
+    """A KubeSchedulerConfiguration v1 (JSON, valid YAML): one profile ``arkgpu-scheduler``
+    whose score plugins are off (the extender's score alone picks among fitting nodes), and
+    the extender with filter, prioritize and bind, nodeCacheCapable, ArkGPU's managed
+    resources ignored by the scheduler's own fit check.
+
+    The kubeconfig path is the one ``running_control_plane`` writes before it starts the
+    scheduler."""
+    from arkgpu.k8s.contract import MANAGED_RESOURCES  # noqa: PLC0415
+
+    config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(workdir / "scheduler.kubeconfig")},
+        "leaderElection": {"leaderElect": False},
+        # Retry refused pods after 1-2 s, not up to 10 s: the crash tests wait on retries.
+        "podInitialBackoffSeconds": 1,
+        "podMaxBackoffSeconds": 2,
+        "profiles": [
+            {
+                "schedulerName": EXTENDER_PROFILE,
+                "plugins": {"score": {"disabled": [{"name": "*"}]}},
+            }
+        ],
+        "extenders": [
+            {
+                "urlPrefix": f"http://127.0.0.1:{port}",
+                "filterVerb": "filter",
+                "prioritizeVerb": "prioritize",
+                "bindVerb": "bind",
+                "weight": 1,
+                "enableHTTPS": False,
+                "nodeCacheCapable": True,
+                "httpTimeout": "30s",
+                "ignorable": False,
+                "managedResources": [
+                    {"name": r, "ignoredByScheduler": True} for r in MANAGED_RESOURCES
+                ],
+            }
+        ],
+    }
+    path = workdir / "scheduler-config.yaml"
+    path.write_text(json.dumps(config, indent=2))
+    return path

@@ -173,13 +173,24 @@ def _requests(spec: Mapping[str, Any], where: str) -> tuple[int, int, GpuContain
         here = f"{where} container {name}"
         cpu += quantity(requests.get("cpu", limits.get("cpu", 0)), f"{here}: cpu")
         memory += quantity(requests.get("memory", limits.get("memory", 0)), f"{here}: memory")
-        request = gpu_request({k: str(v) for k, v in limits.items()}, here)
+        request = gpu_request({k: _canonical(v) for k, v in limits.items()}, here)
         if request.count:
             asking.append(GpuContainer(name, request))
     if len(asking) > 1:
         names = ", ".join(a.name for a in asking)
         raise ContractError(f"{where}: only one container may ask for GPUs ({names} do)")
     return math.ceil(cpu * 1000), math.ceil(memory / MIB), (asking[0] if asking else None)
+
+
+def _canonical(value: object) -> str:
+    """A quantity as plain digits when it is a whole number: the API server writes
+    ``gpumem: 20000`` back as ``20k``, which :func:`gpu_request` would refuse."""
+    text = str(value)
+    try:
+        number = quantity(text, "")
+    except ContractError:
+        return text
+    return str(int(number)) if number == number.to_integral_value() and number >= 0 else text
 
 
 @dataclass(frozen=True, slots=True)

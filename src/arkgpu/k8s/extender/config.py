@@ -53,6 +53,10 @@ class ExtenderConfig:
     lc_check: bool = True
     """Check LC pods with the predictor (default true: an LC pod goes only where every LC
     service on its GPU still meets its target); false: LC pods are placed as BE."""
+    relearn_in_background: bool = True
+    """The ``arkgpu`` policy re-learns its measures (20-100 ms every few hundred GPU pods) on
+    a worker thread, so no filter call waits for it (default true); false: inline, as the
+    simulator does (placements then repeat exactly, at the cost of those slow calls)."""
     default_gpucores_percent: int = 0
     """``nvidia.com/gpucores`` of a container that gives GPU memory but no cores, percent
     (default 0: the same percentage of the GPU as its memory)."""
@@ -93,6 +97,7 @@ PARSERS: dict[str, Parser] = {
     "predictor": path,
     "gpu_model": text,
     "lc_check": boolean,
+    "relearn_in_background": boolean,
     "default_gpucores_percent": integer(0, PERCENT_FULL),
     "max_body_bytes": integer(1024),
     "read_timeout_s": number(0.0, 3600.0),

@@ -10,6 +10,7 @@ what is known (an empty snapshot refuses every node with its reason).
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -31,11 +32,16 @@ from arkgpu.k8s.extender.state import ClusterView
 from arkgpu.k8s.jsonhttp import JsonServer
 from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import LcAttributes
+from arkgpu.placement.arkgpu import ArkgpuPolicy
 from arkgpu.placement.lc_checking import LcCheck
+from arkgpu.placement.relearning import BackgroundSolver
 from arkgpu.placement.scheduling import Scheduler, build_policy
 from arkgpu.predictor import Predictor, default_predictor
 
 LOG = logging.getLogger(__name__)
+
+KILL_AT_VARIABLE = "ARKGPU_EXTENDER_KILL_AT"
+"""Test hook: the bind step after which the process SIGKILLs itself (the crash tests)."""
 
 
 def lc_demand(lc: LcAttributes) -> LcDemand:
@@ -51,6 +57,8 @@ def build_scheduler(config: ExtenderConfig) -> Scheduler:
         predictor = Predictor.load(config.predictor) if config.predictor else default_predictor()
         check = LcCheck(ShareSizer(predictor, config.gpu_model), lc_demand)
     policy = build_policy(config.policy, state)
+    if isinstance(policy, ArkgpuPolicy) and config.relearn_in_background:
+        policy.solver = BackgroundSolver()
     return Scheduler(state, policy, np.random.default_rng(config.seed), check)
 
 
@@ -175,6 +183,7 @@ def serve(config: ExtenderConfig) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     running = start(config, KubeApi(load_client(config.kubeconfig)))
+    running.extender.kill_at = os.environ.get(KILL_AT_VARIABLE, "")
     scheme = "https" if config.server.tls else "http"
     print(
         f"arkgpu extender: {scheme}://{config.listen_address}:{running.port}, policy "

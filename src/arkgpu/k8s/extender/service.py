@@ -21,8 +21,9 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -32,30 +33,14 @@ from arkgpu.k8s.contract import ANNOTATION_ASSIGNMENT, ContractError
 from arkgpu.k8s.extender import wire
 from arkgpu.k8s.extender.metrics import ExtenderMetrics
 from arkgpu.k8s.extender.state import ClusterView, Placed
+from arkgpu.k8s.extender.verdicts import Verdicts
 from arkgpu.k8s.jsonhttp import RequestError
 from arkgpu.model.cluster import PlacementError
-from arkgpu.placement.ranking import NodeVerdict
 
 LOG = logging.getLogger(__name__)
 
 REMEMBERED_PODS = 10_000
 """Pods of recent filter calls kept for their bind (a bind names the pod only)."""
-
-
-def scores(verdicts: Sequence[NodeVerdict]) -> dict[str, int]:
-    """0..10 per node: 10 for the policy's best (earliest on ties), the others 0..9 by score,
-    0 where it does not fit."""
-    fitting = [v for v in verdicts if v.fits]
-    out = {v.node: 0 for v in verdicts}
-    if not fitting:
-        return out
-    best = max(fitting, key=lambda v: v.score)  # max keeps the earliest of equal scores
-    low, high = min(v.score for v in fitting), best.score
-    top = wire.MAX_EXTENDER_PRIORITY - 1
-    for v in fitting:
-        out[v.node] = round(top * (v.score - low) / (high - low)) if high > low else top
-    out[best.node] = wire.MAX_EXTENDER_PRIORITY
-    return out
 
 
 class Extender:
@@ -64,7 +49,10 @@ class Extender:
     def __init__(self, view: ClusterView, api: ClusterApi, metrics: ExtenderMetrics) -> None:
         self.view, self.api, self.metrics = view, api, metrics
         self._asked: OrderedDict[str, PodInfo] = OrderedDict()
-        self._cache: dict[str, tuple[int, dict[str, NodeVerdict]]] = {}
+        self._cache: dict[str, tuple[int, Verdicts]] = {}
+        self.kill_at = ""
+        """Test hook (environment ``ARKGPU_EXTENDER_KILL_AT``): the process SIGKILLs itself
+        right after this step of a bind (``decision``, ``annotation`` or ``binding``)."""
 
     def routes(self) -> dict[str, Any]:
         """The POST paths kube-scheduler calls (its filterVerb, prioritizeVerb, bindVerb)."""
@@ -79,40 +67,35 @@ class Extender:
         verdicts, problem = self._verdicts(args)
         if problem:
             return wire.filter_result(args, [], {}, dict.fromkeys(args.node_names, problem))
-        fits = [n for n in args.node_names if verdicts[n].fits]
-        failed: dict[str, str] = {}
-        unresolvable: dict[str, str] = {}
-        for name in args.node_names:
-            v = verdicts[name]
-            if not v.fits:
-                target = unresolvable if name not in self.view.nodes else failed
-                target[name] = v.reason
-        return wire.filter_result(args, fits, failed, unresolvable)
+        fits = [n for n in args.node_names if n in verdicts.fits]
+        names = set(args.node_names)
+        failed = {n: r for n, r in verdicts.failed.items() if n in names}
+        unknown = {n: r for n, r in verdicts.unknown.items() if n in names}
+        return wire.filter_result(args, fits, failed, unknown)
 
     def prioritize(self, body: Any) -> list[dict[str, Any]]:
         """An ExtenderArgs body -> a HostPriorityList."""
         args = _read(wire.read_args, body)
         self.metrics.decisions.labels("prioritize").inc()
         verdicts, _ = self._verdicts(args)
-        return wire.priorities(scores([verdicts[n] for n in args.node_names]))
+        scores = verdicts.scores() if verdicts.order == list(args.node_names) else None
+        if scores is None:  # the filter's verdicts cover other candidates: score these alone
+            scores = Verdicts(list(args.node_names), verdicts.fits).scores()
+        return wire.priorities({n: scores.get(n, 0) for n in args.node_names})
 
-    def _verdicts(self, args: wire.ExtenderArgs) -> tuple[Mapping[str, NodeVerdict], str]:
+    def _verdicts(self, args: wire.ExtenderArgs) -> tuple[Verdicts, str]:
         """Verdicts per candidate (from the filter call's cache when the state has not moved),
         or the pod's contract problem."""
         uid = args.pod.uid
         with self.view.lock:
             self._remember(args.pod)
             cached = self._cache.get(uid)
-            if (
-                cached
-                and cached[0] == self.view.version
-                and set(args.node_names) <= cached[1].keys()
-            ):
+            if cached and cached[0] == self.view.version and cached[1].covers(args.node_names):
                 return cached[1], ""
             try:
                 verdicts = self.view.verdicts(args.pod, args.node_names)
             except (ContractError, PlacementError, ValueError) as exc:
-                return {}, str(exc)
+                return Verdicts(), str(exc)
             self._cache[uid] = (self.view.version, verdicts)
             if len(self._cache) > REMEMBERED_PODS:
                 self._cache.pop(next(iter(self._cache)))
@@ -144,11 +127,13 @@ class Extender:
         info = self._pod(args)
         with self.view.lock:
             placed, write = self._decide(info, args.node)
+        self._step("decision")
         try:
             if write:
                 written = self._write(args, placed)
                 with self.view.lock:
                     self.view.saw_version(args.pod_uid, written)
+            self._step("annotation")
             self._call(
                 "binding",
                 self.api.bind_pod,
@@ -160,9 +145,15 @@ class Extender:
         except _WriteError:
             self._undo(args, placed, write)
             raise
+        self._step("binding")
         with self.view.lock:
             placed.writing, placed.confirmed = False, True
         self._cache.pop(args.pod_uid, None)
+
+    def _step(self, name: str) -> None:
+        if self.kill_at == name:
+            LOG.warning("killed after the %s step (ARKGPU_EXTENDER_KILL_AT)", name)
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def _pod(self, args: wire.BindingArgs) -> PodInfo:
         with self.view.lock:

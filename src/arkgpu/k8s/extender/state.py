@@ -32,10 +32,10 @@ import numpy as np
 from arkgpu.k8s.cluster.objects import NodeInfo, PodInfo
 from arkgpu.k8s.contract import AssignedGpu, ContractError, PodAssignment
 from arkgpu.k8s.extender.requests import lc_attributes, model_pod, qos_of
+from arkgpu.k8s.extender.verdicts import Verdicts, rank_group
 from arkgpu.model.cluster import PlacementError
 from arkgpu.model.gpus import gpu_model, known_gpu_models
 from arkgpu.model.resources import MILLI_PER_GPU, Node, Pod
-from arkgpu.placement.ranking import NodeVerdict
 from arkgpu.placement.scheduling import Scheduler
 
 LOG = logging.getLogger(__name__)
@@ -76,6 +76,9 @@ class ClusterView:
         """Pods tracked, by UID."""
         self.placed: dict[str, Placed] = {}
         """Pods counted in the state, by UID."""
+        self.index: dict[str, int] = {}
+        """Row of each node in the scheduler's state (kept for the node's lifetime)."""
+        self._sizes: set[int] = set()
         self.version = 0
         """Bumped at every change of the state (filter answers are cached per version)."""
         self._seen_version: dict[str, int] = {}
@@ -112,7 +115,8 @@ class ClusterView:
         node = Node(info.name, info.cpu_milli, info.memory_mib, len(info.gpus), info.gpu_model)
         self.scheduler.join(node)
         state = self.scheduler.state
-        i = state.node_index(info.name)
+        i = self.index[info.name] = state.node_index(info.name)
+        self._sizes.add(info.gpus[0].memory_mib)
         for slot, gpu in enumerate(info.gpus):
             state.gpu_memory_left[i, slot] = gpu.memory_mib
         self.version += 1
@@ -278,18 +282,23 @@ class ClusterView:
 
     # -- filter ------------------------------------------------------------------------
 
-    def verdicts(self, info: PodInfo, names: Sequence[str]) -> dict[str, NodeVerdict]:
+    def verdicts(self, info: PodInfo, names: Sequence[str]) -> Verdicts:
         """Per candidate: fits with the policy's score, or why not (ContractError: the pod
         breaks the contract, no node would do)."""
-        out: dict[str, NodeVerdict] = {}
+        out = Verdicts(list(names))
+        nodes = self.nodes
+        known = [n for n in names if n in nodes]
+        if len(known) < len(names):
+            for name in names:
+                if name not in nodes:
+                    reason = self.refused.get(name) or f"node {name} is not in the ArkGPU snapshot"
+                    out.unknown[name] = reason
         groups: dict[int, list[str]] = {}
-        for name in names:
-            node = self.nodes.get(name)
-            if node is None:
-                reason = self.refused.get(name) or f"node {name} is not in the ArkGPU snapshot"
-                out[name] = NodeVerdict(name, False, reason, 0.0)
-            else:
-                groups.setdefault(node.gpus[0].memory_mib, []).append(name)
+        if len(self._sizes) <= 1:  # one GPU memory size in the cluster: one group
+            groups = {0: known} if known else {}
+        else:
+            for name in known:
+                groups.setdefault(nodes[name].gpus[0].memory_mib, []).append(name)
         lc_attributes(info)  # a malformed LC annotation refuses every node
         with self._without(info.uid):
             for members in groups.values():
@@ -297,8 +306,7 @@ class ClusterView:
                 if info.uid not in self._arrived:
                     self._arrived.add(info.uid)
                     self.scheduler.arrived(pod)
-                for v in self.scheduler.filter_and_score(pod, members):
-                    out[v.node] = v
+                rank_group(self.scheduler, pod, members, self.index, out)
         return out
 
     @contextmanager

@@ -1,0 +1,176 @@
+"""The extender as a real process beside the extender's control plane, and its nodes and pods."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as k8s
+
+from arkgpu.k8s.contract import (
+    ANNOTATION_ASSIGNMENT,
+    ANNOTATION_INVENTORY,
+    SCHEDULER_NAME,
+    InventoryGpu,
+    NodeInventory,
+)
+
+from . import processes
+from .controlplane import ExtenderPlane
+from .nodes import create_gpu_node, wait_for
+
+GROUP_LABEL = "e2e.arkgpu.io/extender-group"
+"""Label on a test's nodes; its pods select it, so tests never share nodes."""
+MODEL = "NVIDIA A100-SXM4-80GB"
+MEMORY_MIB = 81920
+READY_TIMEOUT_S = 120.0
+"""Start-up of the extender process (imports, first lists) on a loaded 2-core machine."""
+
+
+@dataclass
+class ExtenderProcess:
+    """``arkgpu extender run`` against the plane, started and killed by the tests."""
+
+    plane: ExtenderPlane
+    child: processes.Child | None = None
+    starts: int = 0
+    logs: list[Path] = field(default_factory=list)
+
+    @property
+    def config_file(self) -> Path:
+        path = self.plane.workdir / "extender.toml"
+        path.write_text(
+            f'kubeconfig = "{self.plane.plane.admin_kubeconfig}"\n'
+            f'listen_address = "127.0.0.1"\nport = {self.plane.port}\n'
+            "lc_check = false\nbackoff_max_s = 2.0\nrelearn_in_background = false\n"
+        )
+        return path
+
+    def start(self, kill_at: str = "") -> None:
+        """Starts it (with the crash hook ``kill_at``); returns once /readyz answers 200."""
+        self.starts += 1
+        env = {**os.environ, "ARKGPU_EXTENDER_KILL_AT": kill_at}
+        argv = [
+            sys.executable,
+            "-m",
+            "arkgpu",
+            "extender",
+            "run",
+            "--config",
+            str(self.config_file),
+        ]
+        log_dir = self.plane.workdir / f"extender-{self.starts}"
+        log_dir.mkdir()
+        with (log_dir / "extender.log").open("wb") as out:
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=env,
+            )
+        self.child = processes.Child("extender", popen, log_dir / "extender.log")
+        url = f"http://127.0.0.1:{self.plane.port}/readyz"
+        processes.wait_until(
+            self.child, lambda: processes.http_ok(url, None), "/readyz", READY_TIMEOUT_S
+        )
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash."""
+        if self.child is not None and self.child.popen.poll() is None:
+            os.killpg(self.child.popen.pid, signal.SIGKILL)
+            self.child.popen.wait()
+
+    def wait_dead(self, timeout_s: float) -> int:
+        """Waits for the process to end by itself (the crash hook); its exit status."""
+        assert self.child is not None
+        return self.child.popen.wait(timeout=timeout_s)
+
+
+def create_nodes(api: k8s.ApiClient, count: int, gpus: int) -> tuple[str, list[str]]:
+    """``count`` Ready nodes with ``gpus`` inventory GPUs each, in a fresh group."""
+    group = uuid.uuid4().hex[:8]
+    core = k8s.CoreV1Api(api)
+    names = []
+    for i in range(count):
+        name = f"ext-{group}-{i}"
+        create_gpu_node(api, name, gpus)
+        gpu_list = tuple(InventoryGpu(g, f"GPU-{name}-{g}", MODEL, MEMORY_MIB) for g in range(gpus))
+        notes = {ANNOTATION_INVENTORY: NodeInventory(gpu_list).to_json()}
+        core.patch_node(name, {"metadata": {"labels": {GROUP_LABEL: group}, "annotations": notes}})
+        names.append(name)
+    return group, names
+
+
+def gpu_pod(name: str, group: str, limits: dict[str, str]) -> dict[str, Any]:
+    """A pod of the ArkGPU scheduler with HAMi's resources, kept on the group's nodes."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": SCHEDULER_NAME,
+            "nodeSelector": {GROUP_LABEL: group},
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.invalid/arkgpu-e2e:never-pulled",
+                    "resources": {"limits": limits},
+                }
+            ],
+        },
+    }
+
+
+def pods_json(api: k8s.ApiClient, namespace: str) -> list[dict[str, Any]]:
+    """The namespace's pods as the API's JSON."""
+    core = k8s.CoreV1Api(api)
+    response = core.list_namespaced_pod(namespace, _preload_content=False)
+    items: list[dict[str, Any]] = json.loads(response.data)["items"]
+    return items
+
+
+def assignment(pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The pod's assignment annotation, parsed; None without."""
+    note = (pod["metadata"].get("annotations") or {}).get(ANNOTATION_ASSIGNMENT)
+    return None if note is None else dict(json.loads(note))
+
+
+def check_consistent(pods: list[dict[str, Any]]) -> int:
+    """Every bound pod carries an assignment for its node; no GPU over 100% or its memory.
+    Returns the number of bound pods."""
+    share: dict[str, int] = defaultdict(int)
+    memory: dict[str, int] = defaultdict(int)
+    bound = 0
+    for p in pods:
+        note = assignment(p)
+        node = p["spec"].get("nodeName")
+        if node:
+            bound += 1
+            assert note is not None, f"pod {p['metadata']['name']} bound without an assignment"
+            assert note["node"] == node, f"pod {p['metadata']['name']}: {note} but bound to {node}"
+        for g in (note or {}).get("gpus", []):
+            share[g["uuid"]] += g["share_bp"]
+            memory[g["uuid"]] += g["memory_mib"] or MEMORY_MIB
+    assert all(v <= 10_000 for v in share.values()), f"over-committed compute: {dict(share)}"
+    assert all(v <= MEMORY_MIB for v in memory.values()), f"over-committed memory: {dict(memory)}"
+    return bound
+
+
+def wait_bound(api: k8s.ApiClient, namespace: str, count: int, timeout_s: float) -> list[Any]:
+    """Waits until ``count`` pods of the namespace are bound; returns the pods."""
+
+    def probe() -> list[dict[str, Any]] | None:
+        pods = pods_json(api, namespace)
+        return pods if sum(bool(p["spec"].get("nodeName")) for p in pods) >= count else None
+
+    return wait_for(probe, timeout_s, f"{count} pods bound in {namespace}", poll_s=0.5)
