@@ -126,6 +126,12 @@ EXTENDER_CASES: tuple[Case, ...] = (
         "--config",
     ),
     Case(
+        "extender run --config: a kubeconfig that does not exist",
+        ("extender", "run", "--config", "{extender_kubeconfig}"),
+        "no-such.kubeconfig",
+        "--config",
+    ),
+    Case(
         "extender bench --json: under a file",
         ("extender", "bench", "--nodes", "1", "--json", "{file}/x.json"),
         "{file}",
@@ -427,6 +433,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (tmp / "node_unknown.toml").write_text("nosuch = 1\n")
     (tmp / "node_badtype.toml").write_text('period_s = "fast"\n')
     (tmp / "extender_policy.toml").write_text('policy = "nosuch"\n')
+    (tmp / "extender_kubeconfig.toml").write_text(f'kubeconfig = "{tmp}/no-such.kubeconfig"\n')
     paper = (Path(__file__).parents[2] / "src/arkgpu/data/scenarios/paper.toml").read_text()
     (tmp / "unknown_model.toml").write_text(paper.replace('"alexnet"', '"nosuchnet"', 1))
     default_predictor().save(tmp / "predictor.json")
@@ -442,6 +449,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "node_unknown": str(tmp / "node_unknown.toml"),
         "node_badtype": str(tmp / "node_badtype.toml"),
         "extender_policy": str(tmp / "extender_policy.toml"),
+        "extender_kubeconfig": str(tmp / "extender_kubeconfig.toml"),
         "unknown_model": str(tmp / "unknown_model.toml"),
         "missing": str(tmp / "missing.csv"),
         "predictor": str(tmp / "predictor.json"),

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -40,6 +43,8 @@ class ExtenderProcess:
     """``arkgpu extender run`` against the plane, started and killed by the tests."""
 
     plane: ExtenderPlane
+    kubeconfig: Path | None = None
+    """The API server's kubeconfig (default: the plane's admin one)."""
     child: processes.Child | None = None
     starts: int = 0
     logs: list[Path] = field(default_factory=list)
@@ -48,7 +53,7 @@ class ExtenderProcess:
     def config_file(self) -> Path:
         path = self.plane.workdir / "extender.toml"
         path.write_text(
-            f'kubeconfig = "{self.plane.plane.admin_kubeconfig}"\n'
+            f'kubeconfig = "{self.kubeconfig or self.plane.plane.admin_kubeconfig}"\n'
             f'listen_address = "127.0.0.1"\nport = {self.plane.port}\n'
             "lc_check = false\nbackoff_max_s = 2.0\nrelearn_in_background = false\n"
         )
@@ -67,7 +72,7 @@ class ExtenderProcess:
             "--config",
             str(self.config_file),
         ]
-        log_dir = self.plane.workdir / f"extender-{self.starts}"
+        log_dir = self.plane.workdir / f"extender-{uuid.uuid4().hex[:8]}-{self.starts}"
         log_dir.mkdir()
         with (log_dir / "extender.log").open("wb") as out:
             popen = subprocess.Popen(
@@ -174,3 +179,59 @@ def wait_bound(api: k8s.ApiClient, namespace: str, count: int, timeout_s: float)
         return pods if sum(bool(p["spec"].get("nodeName")) for p in pods) >= count else None
 
     return wait_for(probe, timeout_s, f"{count} pods bound in {namespace}", poll_s=0.5)
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:``port`` to the API server's port, bytes as they come (TLS passes
+    through); :meth:`cut` closes the listener and every connection, as a network cut."""
+
+    def __init__(self, target_port: int, port: int) -> None:
+        self.target_port, self.port = target_port, port
+        self._listener: socket.socket | None = None
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        with self._lock:
+            doomed, self._sockets = self._sockets, []
+            listener, self._listener = self._listener, None
+        for sock in [*doomed, *([listener] if listener else [])]:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for sock in (source, sink):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)

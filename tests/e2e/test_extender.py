@@ -48,14 +48,17 @@ def admin(extender_plane: ExtenderPlane) -> Iterator[k8s.ApiClient]:
 
 
 @pytest.fixture
-def ns(admin: k8s.ApiClient) -> str:
+def ns(admin: k8s.ApiClient) -> Iterator[str]:
+    """A fresh namespace; its pods are deleted afterwards (no controller manager runs to
+    empty a deleted namespace), so no pending pod reaches the next test's extender."""
     core = k8s.CoreV1Api(admin)
     name = f"ext-{time.monotonic_ns() % 10**9}"
     core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
     core.create_namespaced_service_account(
         name, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name="default"))
     )
-    return name
+    yield name
+    core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
 
 
 SHARE = {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "25", "nvidia.com/gpumem": "16384"}
@@ -100,6 +103,16 @@ def test_pods_land_where_the_policy_puts_them(
             g.share_bp for g in expected.assignment.gpus
         ]
     assert check_consistent(pods_json(admin, ns)) == len(SHAPES)
+    bad = {"nvidia.com/gpu": "2", "nvidia.com/gpucores": "50"}
+    core.create_namespaced_pod(ns, gpu_pod("bad", group, bad))
+
+    def refusal() -> str | None:
+        events = core.list_namespaced_event(ns, field_selector="involvedObject.name=bad").items
+        said = [e.message for e in events if e.reason == "FailedScheduling"]
+        return said[0] if said else None
+
+    message = wait_for(refusal, SETTLE_TIMEOUT_S, "FailedScheduling of the bad pod")
+    assert "ArkGPU shares single GPUs only" in message
 
 
 def _wait_bound_pod(admin: k8s.ApiClient, ns: str, name: str) -> dict[str, Any]:
@@ -157,30 +170,32 @@ def test_killed_mid_stream_and_restarted_loses_no_assignment(
     assert check_consistent(pods_json(admin, ns)) == 60
 
 
-@pytest.mark.parametrize("step", ["decision", "annotation", "binding"])
 def test_killed_at_each_step_of_a_bind(
-    extender: ExtenderProcess, admin: k8s.ApiClient, ns: str, step: str
+    extender: ExtenderProcess, admin: k8s.ApiClient, ns: str
 ) -> None:
-    """The process SIGKILLs itself right after one step of a bind (before the annotation,
-    between the annotation and the Binding, after the Binding); started again, the pod ends
-    bound once, with its assignment, and the node takes the next pods (no lock left)."""
+    """The process SIGKILLs itself right after one step of a bind: after the decision (nothing
+    written), after the annotation (pod annotated, not bound), after the Binding. Each next
+    process picks up what the last one left: the pod ends bound once, on its annotated
+    GPU, and the node takes the next pod (no lock left behind)."""
     core = k8s.CoreV1Api(admin)
     group, _ = create_nodes(admin, 1, 1)
+    half = {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "50"}
     extender.kill()
-    extender.start(kill_at=step)
-    core.create_namespaced_pod(
-        ns, gpu_pod("a", group, {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "50"})
-    )
-    assert extender.wait_dead(SETTLE_TIMEOUT_S) == -9
-    extender.start()
-    wait_bound(admin, ns, 1, SETTLE_TIMEOUT_S)
-    core.create_namespaced_pod(
-        ns, gpu_pod("b", group, {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "50"})
-    )
-    core.create_namespaced_pod(
-        ns, gpu_pod("c", group, {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "50"})
-    )
+    extender.start(kill_at="decision")
+    core.create_namespaced_pod(ns, gpu_pod("a", group, half))
+    seen: list[tuple[str, bool, bool]] = []
+    for step, after in (("decision", "annotation"), ("annotation", "binding"), ("binding", "")):
+        assert extender.wait_dead(SETTLE_TIMEOUT_S) == -9, step
+        (pod,) = pods_json(admin, ns)
+        seen.append((step, assignment(pod) is not None, bool(pod["spec"].get("nodeName"))))
+        extender.start(kill_at=after)
+    assert seen == [
+        ("decision", False, False),
+        ("annotation", True, False),
+        ("binding", True, True),
+    ]
+    core.create_namespaced_pod(ns, gpu_pod("b", group, half))
+    core.create_namespaced_pod(ns, gpu_pod("c", group, half))
     wait_bound(admin, ns, 2, SETTLE_TIMEOUT_S)
     time.sleep(1.0)
-    pods = pods_json(admin, ns)
-    assert check_consistent(pods) == 2
+    assert check_consistent(pods_json(admin, ns)) == 2

@@ -156,3 +156,66 @@ def test_restart_rebuilds_the_state_and_finishes_a_half_done_bind() -> None:
     wait(lambda: "uid-team-a-a" not in view.placed, "a released")
     assert post(second.port, "/filter", args(pod("c", whole), ["n1"]))[1]["NodeNames"] == ["n1"]
     second.close()
+
+
+def test_nothing_is_decided_before_the_first_lists() -> None:
+    """A half-listed snapshot would show held GPUs free: filter and bind answer an Error."""
+    api = MemoryApi()
+    api.put("nodes", node("n1", gpus=1))
+    api.put("pods", pod("a", {"nvidia.com/gpu": "1"}))
+    running = started(api)
+    running.extender.ready = lambda: False
+    whole = {"nvidia.com/gpu": "1"}
+    answer = post(running.port, "/filter", args(pod("a", whole), ["n1"]))[1]
+    assert "not listed the cluster yet" in answer["Error"]
+    assert answer["NodeNames"] == []
+    assert "not listed" in post(running.port, "/bind", binding(pod("a", whole), "n1"))[1]["Error"]
+    assert _assignments(api) == {}
+    running.close()
+
+
+class LostAnswerApi(MemoryApi):
+    """The Binding goes through but its answer is lost, and the connection stays cut for
+    the reads and the annotation's removal that follow."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cut = False
+
+    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+        super().bind_pod(namespace, name, uid, node)
+        self.cut = True
+        raise ApiError(0, "connection reset")
+
+    def get_pod(self, namespace: str, name: str) -> Any:
+        if self.cut:
+            raise ApiError(0, "connection refused")
+        return super().get_pod(namespace, name)
+
+    def annotate_pod(self, namespace: str, name: str, uid: str, annotations: dict[str, Any]) -> Any:
+        if self.cut:
+            raise ApiError(0, "connection refused")
+        return super().annotate_pod(namespace, name, uid, annotations)
+
+
+def test_a_lost_binding_answer_never_strips_or_moves_the_assignment() -> None:
+    """kube-scheduler, told the bind failed, retries on another node: the extender finds the
+    pod bound, refuses, and the pod keeps the assignment of the node it is bound to."""
+    api = LostAnswerApi()
+    api.put("nodes", node("n1", gpus=1))
+    api.put("nodes", node("n2", gpus=1))
+    whole = {"nvidia.com/gpu": "1"}
+    api.put("pods", pod("a", whole))
+    running = started(api)
+    assert (
+        "binding failed" in post(running.port, "/bind", binding(pod("a", whole), "n1"))[1]["Error"]
+    )
+    api.cut = False
+    answer = post(running.port, "/bind", binding(pod("a", whole), "n2"))[1]
+    assert "already bound to node n1" in answer["Error"]
+    stored = api.get_pod("team-a", "a")
+    assert stored["spec"]["nodeName"] == "n1"
+    assert _assignments(api)["a"]["node"] == "n1"
+    placed = running.extender.view.placed["uid-team-a-a"]
+    assert (placed.assignment.node, placed.confirmed) == ("n1", True)
+    running.close()

@@ -33,10 +33,14 @@ REQUEST_TIMEOUT_S = 15.0
 def load_client(kubeconfig: Path | None) -> client.ApiClient:
     """A client of the kubeconfig given, or of the pod's service account when None."""
     configuration = client.Configuration()
-    if kubeconfig is None:
-        config.load_incluster_config(client_configuration=configuration)
-    else:
-        config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    try:
+        if kubeconfig is None:
+            config.load_incluster_config(client_configuration=configuration)
+        else:
+            config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    except Exception as exc:  # ConfigException, a missing or malformed file
+        where = str(kubeconfig) if kubeconfig else "in-cluster service account (no kubeconfig)"
+        raise ValueError(f"{where}: cannot load the API server's configuration ({exc})") from None
     return client.ApiClient(configuration)
 
 

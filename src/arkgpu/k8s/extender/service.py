@@ -24,6 +24,7 @@ import logging
 import os
 import signal
 from collections import OrderedDict
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
@@ -39,6 +40,8 @@ from arkgpu.model.cluster import PlacementError
 
 LOG = logging.getLogger(__name__)
 
+NOT_READY = "the ArkGPU extender has not listed the cluster yet; try again"
+"""The answer to every call before the snapshot's first lists are in."""
 REMEMBERED_PODS = 10_000
 """Pods of recent filter calls kept for their bind (a bind names the pod only)."""
 
@@ -50,6 +53,9 @@ class Extender:
         self.view, self.api, self.metrics = view, api, metrics
         self._asked: OrderedDict[str, PodInfo] = OrderedDict()
         self._cache: dict[str, tuple[int, Verdicts]] = {}
+        self.ready: Callable[[], bool] = lambda: True
+        """Whether the snapshot's first lists are in: until then every call is refused (a
+        half-listed snapshot would show GPUs free that pods hold)."""
         self.kill_at = ""
         """Test hook (environment ``ARKGPU_EXTENDER_KILL_AT``): the process SIGKILLs itself
         right after this step of a bind (``decision``, ``annotation`` or ``binding``)."""
@@ -64,6 +70,8 @@ class Extender:
         """An ExtenderArgs body -> an ExtenderFilterResult."""
         args = _read(wire.read_args, body)
         self.metrics.decisions.labels("filter").inc()
+        if not self.ready():
+            return wire.filter_result(args, [], {}, {}, error=NOT_READY)
         verdicts, problem = self._verdicts(args)
         if problem:
             return wire.filter_result(args, [], {}, dict.fromkeys(args.node_names, problem))
@@ -113,9 +121,12 @@ class Extender:
         """An ExtenderBindingArgs body -> an ExtenderBindingResult."""
         args = _read(wire.read_binding, body)
         self.metrics.decisions.labels("bind").inc()
+        if not self.ready():
+            self.metrics.binds_failed.labels("decision").inc()
+            return wire.binding_result(NOT_READY)
         try:
             self._bind(args)
-        except (ContractError, PlacementError) as exc:
+        except ValueError as exc:  # ContractError, PlacementError, a model the predictor lacks
             self.metrics.binds_failed.labels("decision").inc()
             return wire.binding_result(f"pod {args.pod_namespace}/{args.pod_name}: {exc}")
         except _WriteError as exc:
@@ -125,6 +136,10 @@ class Extender:
 
     def _bind(self, args: wire.BindingArgs) -> None:
         info = self._pod(args)
+        with self.view.lock:
+            prior = self.view.placed.get(args.pod_uid)
+        if prior is not None and (not prior.confirmed or prior.assignment.node != args.node):
+            self._check_unbound(args, prior)
         with self.view.lock:
             placed, write = self._decide(info, args.node)
         self._step("decision")
@@ -154,6 +169,19 @@ class Extender:
         if self.kill_at == name:
             LOG.warning("killed after the %s step (ARKGPU_EXTENDER_KILL_AT)", name)
             os.kill(os.getpid(), signal.SIGKILL)
+
+    def _check_unbound(self, args: wire.BindingArgs, prior: Placed) -> None:
+        """Before an uncertain placement is rewritten or a placement moved: the pod must not
+        be bound already (a Binding whose answer was lost). If it is, its annotation stays
+        and the bind is refused."""
+        raw = self._call("decision", self.api.get_pod, args.pod_namespace, args.pod_name)
+        bound = str(raw.get("spec", {}).get("nodeName") or "")
+        if not bound:
+            return
+        with self.view.lock:
+            if read_pod(raw).assignment == prior.assignment:
+                prior.confirmed = True
+        raise PlacementError(f"already bound to node {bound}")
 
     def _pod(self, args: wire.BindingArgs) -> PodInfo:
         with self.view.lock:
