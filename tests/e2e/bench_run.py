@@ -1,10 +1,10 @@
 """The control-plane benchmark's rounds: scheduler (and extender) up, pods at once, all bound.
 
 Each phase (``bench_config``) runs on the same control plane, one after the
-other: its own kube-scheduler (and, for ``extender``, ``arkgpu extender run``)
-is started, the pods are created at once, the watch (``bench_watch``) sees
-each bound, the processes stop and the pods are deleted. The command line is
-``bench_scheduling``.
+other: its own kube-scheduler (and, for ``extender``, ``arkgpu extender run``;
+for ``null``, ``bench_null_extender``) is started, the pods are created at once,
+the watch (``bench_watch``) sees each bound, the processes stop and the pods
+are deleted. The command line is ``bench_scheduling``.
 """
 
 from __future__ import annotations
