@@ -100,46 +100,6 @@ def _scenario_cases() -> Iterator[Case]:
             )
 
 
-EXTENDER_CASES: tuple[Case, ...] = (
-    Case(
-        "extender run --config: a missing file",
-        ("extender", "run", "--config", "{tmp}/no.toml"),
-        "no.toml",
-        "--config",
-    ),
-    Case(
-        "extender run --config: not TOML",
-        ("extender", "run", "--config", "{bad_toml}"),
-        "{bad_toml}",
-        "--config",
-    ),
-    Case(
-        "extender run --config: an unknown field",
-        ("extender", "run", "--config", "{node_unknown}"),
-        "nosuch",
-        "--config",
-    ),
-    Case(
-        "extender run --config: an unknown policy",
-        ("extender", "run", "--config", "{extender_policy}"),
-        "policy",
-        "--config",
-    ),
-    Case(
-        "extender run --config: a kubeconfig that does not exist",
-        ("extender", "run", "--config", "{extender_kubeconfig}"),
-        "no-such.kubeconfig",
-        "--config",
-    ),
-    Case(
-        "extender bench --json: under a file",
-        ("extender", "bench", "--nodes", "1", "--json", "{file}/x.json"),
-        "{file}",
-        "--json",
-    ),
-)
-
-
 NODE_CASES: tuple[Case, ...] = (
     Case(
         "node run --config: a missing file",
@@ -351,7 +311,6 @@ CASES: tuple[Case, ...] = (
         "--plot",
     ),
     *NODE_CASES,
-    *EXTENDER_CASES,
 )
 
 
@@ -413,7 +372,47 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
     return dict(subs[0].choices) if subs else {}
 
 
-ALL_CASES = (*CASES, *_generated(), *_groups_without_command())
+EXTENDER_CASES: tuple[Case, ...] = (
+    Case(
+        "extender run --config: a missing file",
+        ("extender", "run", "--config", "{tmp}/no.toml"),
+        "no.toml",
+        "--config",
+    ),
+    Case(
+        "extender run --config: not TOML",
+        ("extender", "run", "--config", "{bad_toml}"),
+        "{bad_toml}",
+        "--config",
+    ),
+    Case(
+        "extender run --config: an unknown field",
+        ("extender", "run", "--config", "{node_unknown}"),
+        "nosuch",
+        "--config",
+    ),
+    Case(
+        "extender run --config: an unknown policy",
+        ("extender", "run", "--config", "{extender_policy}"),
+        "policy",
+        "--config",
+    ),
+    Case(
+        "extender run --config: a kubeconfig that does not exist",
+        ("extender", "run", "--config", "{extender_kubeconfig}"),
+        "no-such.kubeconfig",
+        "--config",
+    ),
+    Case(
+        "extender bench --json: under a file",
+        ("extender", "bench", "--nodes", "1", "--json", "{file}/x.json"),
+        "{file}",
+        "--json",
+    ),
+)
+
+
+ALL_CASES = (*CASES, *EXTENDER_CASES, *_generated(), *_groups_without_command())
 
 
 @pytest.fixture(scope="module")
@@ -423,6 +422,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     from arkgpu.traces.profiles import default_profile_dir  # noqa: PLC0415
 
     tmp = tmp_path_factory.mktemp("bad-input")
+    (tmp / "extender_policy.toml").write_text('policy = "nosuch"\n')
+    (tmp / "extender_kubeconfig.toml").write_text(f'kubeconfig = "{tmp}/no-such.kubeconfig"\n')
     (tmp / "adir").mkdir()
     (tmp / "afile.txt").write_text("hello\n")
     (tmp / "empty.csv").write_bytes(b"")
@@ -432,13 +433,13 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (tmp / "bad.toml").write_text("this is = = not toml\n")
     (tmp / "node_unknown.toml").write_text("nosuch = 1\n")
     (tmp / "node_badtype.toml").write_text('period_s = "fast"\n')
-    (tmp / "extender_policy.toml").write_text('policy = "nosuch"\n')
-    (tmp / "extender_kubeconfig.toml").write_text(f'kubeconfig = "{tmp}/no-such.kubeconfig"\n')
     paper = (Path(__file__).parents[2] / "src/arkgpu/data/scenarios/paper.toml").read_text()
     (tmp / "unknown_model.toml").write_text(paper.replace('"alexnet"', '"nosuchnet"', 1))
     default_predictor().save(tmp / "predictor.json")
     return {
         "tmp": str(tmp),
+        "extender_policy": str(tmp / "extender_policy.toml"),
+        "extender_kubeconfig": str(tmp / "extender_kubeconfig.toml"),
         "dir": str(tmp / "adir"),
         "file": str(tmp / "afile.txt"),
         "empty": str(tmp / "empty.csv"),
@@ -448,8 +449,6 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "bad_toml": str(tmp / "bad.toml"),
         "node_unknown": str(tmp / "node_unknown.toml"),
         "node_badtype": str(tmp / "node_badtype.toml"),
-        "extender_policy": str(tmp / "extender_policy.toml"),
-        "extender_kubeconfig": str(tmp / "extender_kubeconfig.toml"),
         "unknown_model": str(tmp / "unknown_model.toml"),
         "missing": str(tmp / "missing.csv"),
         "predictor": str(tmp / "predictor.json"),

@@ -31,9 +31,9 @@ GROUPS: dict[str, str] = {
     "profiles": "measured GPU profiles: import published ones",
     "predictor": "the two-level performance predictor: fit, evaluate, show",
     "limiter": "resource limiter: benchmark, inspect a container's region",
+    "extender": "the kube-scheduler extender: run it, benchmark it",
     "node": "the node runtime: run it, demo it on a fake GPU",
     "workload": "test workloads on the fake GPU (LC and BE)",
-    "extender": "the kube-scheduler extender: run it, benchmark it",
 }
 """Command groups, each a module ``arkgpu.cli.<name>``, in help order."""
 
