@@ -199,8 +199,8 @@ class LostAnswerApi(MemoryApi):
 
 
 def test_a_lost_binding_answer_never_strips_or_moves_the_assignment() -> None:
-    """kube-scheduler, told the bind failed, retries on another node: the extender finds the
-    pod bound, refuses, and the pod keeps the assignment of the node it is bound to."""
+    """The pod stays on the node of the cut-off bind: filtered to it alone, refused elsewhere;
+    the retry there finds it bound and answers success; its assignment is that node's."""
     api = LostAnswerApi()
     api.put("nodes", node("n1", gpus=1))
     api.put("nodes", node("n2", gpus=1))
@@ -211,11 +211,39 @@ def test_a_lost_binding_answer_never_strips_or_moves_the_assignment() -> None:
         "binding failed" in post(running.port, "/bind", binding(pod("a", whole), "n1"))[1]["Error"]
     )
     api.cut = False
-    answer = post(running.port, "/bind", binding(pod("a", whole), "n2"))[1]
-    assert "already bound to node n1" in answer["Error"]
+    answer = post(running.port, "/bind", binding(pod("a", whole), "n2"))[1]["Error"]
+    # kept on n1: pinned while the outcome is unknown, or found bound once the watch told
+    assert "it stays on node n1" in answer or "already bound to node n1" in answer
+    assert post(running.port, "/bind", binding(pod("a", whole), "n1"))[1] == {"Error": ""}
     stored = api.get_pod("team-a", "a")
     assert stored["spec"]["nodeName"] == "n1"
     assert _assignments(api)["a"]["node"] == "n1"
     placed = running.extender.view.placed["uid-team-a-a"]
     assert (placed.assignment.node, placed.confirmed) == ("n1", True)
+    running.close()
+
+
+def test_a_pod_whose_bind_was_cut_off_stays_on_its_node() -> None:
+    """The Binding's connection is cut (outcome unknown): the annotation is not removed, the
+    pod is offered its node only, a bind elsewhere is refused, the retry there binds."""
+    api = FailingApi()
+    api.cut = True
+    api.put("nodes", node("n1", gpus=1))
+    api.put("nodes", node("n2", gpus=1))
+    whole = {"nvidia.com/gpu": "1"}
+    api.put("pods", pod("a", whole))
+    running = started(api)
+    assert (
+        "binding failed" in post(running.port, "/bind", binding(pod("a", whole), "n1"))[1]["Error"]
+    )
+    assert _assignments(api)["a"]["node"] == "n1"  # kept: a late Binding would need it
+    answer = post(running.port, "/filter", args(pod("a", whole), ["n1", "n2"]))[1]
+    assert answer["NodeNames"] == ["n1"]
+    assert "no known outcome yet" in answer["FailedNodes"]["n2"]
+    assert (
+        "stays on node n1"
+        in post(running.port, "/bind", binding(pod("a", whole), "n2"))[1]["Error"]
+    )
+    api.cut = api.fail_binding = False
+    assert post(running.port, "/bind", binding(pod("a", whole), "n1"))[1] == {"Error": ""}
     running.close()

@@ -40,6 +40,8 @@ from arkgpu.model.cluster import PlacementError
 
 LOG = logging.getLogger(__name__)
 
+PINNED = "an earlier bind of this pod has no known outcome yet; it stays on node"
+"""Why a pod whose last write was cut off is kept on its node."""
 NOT_READY = "the ArkGPU extender has not listed the cluster yet; try again"
 """The answer to every call before the snapshot's first lists are in."""
 REMEMBERED_PODS = 10_000
@@ -136,10 +138,8 @@ class Extender:
 
     def _bind(self, args: wire.BindingArgs) -> None:
         info = self._pod(args)
-        with self.view.lock:
-            prior = self.view.placed.get(args.pod_uid)
-        if prior is not None and (not prior.confirmed or prior.assignment.node != args.node):
-            self._check_unbound(args, prior)
+        if self._settled(args):
+            return
         with self.view.lock:
             placed, write = self._decide(info, args.node)
         self._step("decision")
@@ -157,12 +157,12 @@ class Extender:
                 args.pod_uid,
                 args.node,
             )
-        except _WriteError:
-            self._undo(args, placed, write)
-            raise
+        except _WriteError as exc:
+            if not self._undo(args, placed, write, exc.status):
+                raise
         self._step("binding")
         with self.view.lock:
-            placed.writing, placed.confirmed = False, True
+            placed.writing, placed.confirmed, placed.pinned = False, True, False
         self._cache.pop(args.pod_uid, None)
 
     def _step(self, name: str) -> None:
@@ -170,17 +170,28 @@ class Extender:
             LOG.warning("killed after the %s step (ARKGPU_EXTENDER_KILL_AT)", name)
             os.kill(os.getpid(), signal.SIGKILL)
 
-    def _check_unbound(self, args: wire.BindingArgs, prior: Placed) -> None:
-        """Before an uncertain placement is rewritten or a placement moved: the pod must not
-        be bound already (a Binding whose answer was lost). If it is, its annotation stays
-        and the bind is refused."""
+    def _settled(self, args: wire.BindingArgs) -> bool:
+        """True when the pod turns out bound already to the node asked (a Binding whose
+        answer was lost). A pod whose last write has no known outcome stays on its node (a
+        late Binding may still land there); before a placement is moved or written again,
+        the pod is read: one already bound keeps its assignment and the bind is refused."""
+        with self.view.lock:
+            prior = self.view.placed.get(args.pod_uid)
+        if prior is None or prior.writing:
+            return False
+        here = prior.assignment.node
+        if prior.confirmed and here == args.node:
+            return False
+        if prior.stays and here != args.node:
+            raise PlacementError(f"{PINNED} {here}: the pod stays there")
         raw = self._call("decision", self.api.get_pod, args.pod_namespace, args.pod_name)
         bound = str(raw.get("spec", {}).get("nodeName") or "")
         if not bound:
-            return
-        with self.view.lock:
-            if read_pod(raw).assignment == prior.assignment:
-                prior.confirmed = True
+            return False
+        if bound == args.node and here == bound:
+            with self.view.lock:
+                prior.confirmed, prior.pinned = True, False
+            return True
         raise PlacementError(f"already bound to node {bound}")
 
     def _pod(self, args: wire.BindingArgs) -> PodInfo:
@@ -218,14 +229,21 @@ class Extender:
         )
         return str(written.get("metadata", {}).get("resourceVersion", ""))
 
-    def _undo(self, args: wire.BindingArgs, placed: Placed, wrote: bool) -> None:
-        """After a failed write: the placement goes, with its annotation; if the annotation
-        cannot be removed it stays counted (the watch settles it)."""
-        removed = not wrote
-        if wrote and self._bound_anyway(args):
+    def _undo(self, args: wire.BindingArgs, placed: Placed, wrote: bool, status: int) -> bool:
+        """After a failed write; True when the pod is bound to the node asked after all (its
+        Binding's answer was lost earlier). Outcome unknown (the connection was cut: status
+        0): the placement stays, uncertain, on its node. Refused by the API server: the
+        placement goes with its annotation; if that cannot be removed it stays, uncertain."""
+        if status == 0:
             with self.view.lock:
-                placed.writing, placed.confirmed = False, True
-            return
+                placed.writing, placed.pinned = False, True
+                placed.confirmed = placed.confirmed and not wrote
+            return False
+        if self._bound_anyway(args):
+            with self.view.lock:
+                placed.writing, placed.confirmed, placed.pinned = False, True, False
+            return True
+        removed = not wrote
         if wrote:
             try:
                 self.api.annotate_pod(
@@ -243,6 +261,7 @@ class Extender:
                 self.view.release(args.pod_uid)
             elif wrote:
                 placed.confirmed = False
+        return False
 
     def _bound_anyway(self, args: wire.BindingArgs) -> bool:
         """Whether the Binding went through although its answer was lost."""
@@ -257,13 +276,13 @@ class Extender:
         try:
             return method(*args)
         except ApiError as exc:
-            raise _WriteError(stage, f"{stage} failed: {exc}") from None
+            raise _WriteError(stage, f"{stage} failed: {exc}", exc.status) from None
 
 
 class _WriteError(Exception):
-    def __init__(self, stage: str, message: str) -> None:
+    def __init__(self, stage: str, message: str, status: int) -> None:
         super().__init__(message)
-        self.stage = stage
+        self.stage, self.status = stage, status
 
 
 def _read(reader: Any, body: Any) -> Any:

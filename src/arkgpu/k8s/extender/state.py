@@ -12,9 +12,11 @@ in step with what the list and watch report, and answers filter and bind:
   so: it stays counted until it is bound, re-assigned or deleted); a pod that
   finished or was deleted gives its shares back;
 - a placement being written by a bind (``Placed.writing``) is left alone by
-  watch events until the bind ends, and an event older than the version the
-  extender last wrote or saw (resourceVersion) is ignored, so a late event
-  never undoes a newer decision.
+  watch events until the bind ends; one whose last write was cut off
+  (``Placed.confirmed`` false) stays, and its pod stays on its node, until a
+  bind settles it or the pod goes (a cut-off Binding may still land); and an
+  event older than the version the extender last wrote or saw
+  (resourceVersion) is ignored, so a late event never undoes a newer decision.
 
 Every method expects the caller to hold :attr:`ClusterView.lock`.
 """
@@ -52,6 +54,14 @@ class Placed:
     confirmed: bool = True
     """The annotation is known to be on the pod; False after a write whose outcome is
     unknown (the connection was cut): the next list or event about the pod settles it."""
+    pinned: bool = False
+    """A write of a bind to this node has no known outcome (a cut-off Binding may still
+    land): the pod stays on this node until it is seen bound or a bind here succeeds."""
+
+    @property
+    def stays(self) -> bool:
+        """The pod may go to this placement's node only."""
+        return self.pinned or not self.confirmed
 
 
 def _version(text: str) -> int | None:
@@ -164,16 +174,18 @@ class ClusterView:
             return
         self.pods[info.uid] = info
         placed = self.placed.get(info.uid)
+        if placed is not None and info.node_name:
+            placed.pinned = False  # seen bound: nothing of a bind is still in the air
         if info.finished:
             if placed is not None and not placed.writing:
                 self.release(info.uid)
             return
         a = info.assignment
         if placed is not None and not placed.writing and not placed.confirmed:
-            if a is None:
-                self.release(info.uid)
-                return
+            # An uncertain placement stays (a late Binding may still land) until a bind
+            # settles it or the pod goes; seeing its annotation confirms it.
             placed.confirmed = placed.assignment == a
+            return
         if a is None or (placed is not None and (placed.writing or placed.assignment == a)):
             return
         if placed is not None:
@@ -286,6 +298,12 @@ class ClusterView:
         """Per candidate: fits with the policy's score, or why not (ContractError: the pod
         breaks the contract, no node would do)."""
         out = Verdicts(list(names))
+        placed = self.placed.get(info.uid)
+        if placed is not None and placed.stays and not placed.writing:
+            here = placed.assignment.node  # a cut-off bind may still land there: stay
+            reason = f"an earlier bind of this pod has no known outcome yet; it stays on {here}"
+            out.failed.update((n, reason) for n in names if n != here)
+            names = [n for n in names if n == here]
         nodes = self.nodes
         known = [n for n in names if n in nodes]
         if len(known) < len(names):
@@ -323,3 +341,5 @@ class ClusterView:
             yield
         finally:
             self._adopt(info, placed.assignment)
+            if uid in self.placed:
+                self.placed[uid] = placed  # the same record: its flags stay
