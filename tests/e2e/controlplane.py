@@ -50,6 +50,9 @@ class ControlPlaneConfig:
     """Extra kube-apiserver flags (feature gates, admission configuration), appended last."""
     scheduler_args: tuple[str, ...] = ()
     """Extra kube-scheduler flags (``--config`` with an extender), appended last."""
+    start_scheduler: bool = True
+    """Start a kube-scheduler with the control plane. False for callers that run their own,
+    one at a time, with ``running_scheduler`` (the control-plane benchmark's phases)."""
 
 
 @dataclass
@@ -209,11 +212,16 @@ def _start_apiserver(
 
 
 def _start_scheduler(
-    config: ControlPlaneConfig, kubeconfig: Path, stack: ExitStack, logs: Path
+    config: ControlPlaneConfig,
+    kubeconfig: Path,
+    stack: ExitStack,
+    logs: Path,
+    log_name: str = "kube-scheduler",
+    started: list[processes.Child] | None = None,
 ) -> float:
     port = free_port()
     child = processes.start(
-        "kube-scheduler",
+        log_name,
         [
             str(config.bin_dir / "kube-scheduler"),
             f"--kubeconfig={kubeconfig}",
@@ -228,6 +236,8 @@ def _start_scheduler(
         logs,
     )
     stack.callback(processes.stop, child, config.stop_timeout_s)
+    if started is not None:
+        started.append(child)
     # The scheduler serves a self-signed certificate; /healthz on loopback needs no trust.
     insecure = ssl.create_default_context()
     insecure.check_hostname = False
@@ -251,7 +261,11 @@ def running_control_plane(config: ControlPlaneConfig) -> Iterator[ControlPlane]:
         scheduler_kubeconfig = write_kubeconfig(
             config.workdir / "scheduler.kubeconfig", server, certs.ca, certs.scheduler
         )
-        scheduler_s = _start_scheduler(config, scheduler_kubeconfig, stack, logs)
+        scheduler_s = (
+            _start_scheduler(config, scheduler_kubeconfig, stack, logs)
+            if config.start_scheduler
+            else 0.0
+        )
         plane = ControlPlane(
             server=server,
             ca=certs.ca,
@@ -268,6 +282,32 @@ def running_control_plane(config: ControlPlaneConfig) -> Iterator[ControlPlane]:
             },
         )
         yield plane
+
+
+@contextmanager
+def running_scheduler(
+    plane: ControlPlane,
+    bin_dir: Path,
+    args: tuple[str, ...],
+    log_name: str,
+    ready_timeout_s: float = 180.0,
+) -> Iterator[processes.Child]:
+    """One more kube-scheduler on ``plane`` with ``args`` (``--config``); stopped on exit.
+
+    Runs as the control plane's scheduler identity (``scheduler.kubeconfig``); its log
+    is ``<workdir>/logs/<log_name>.log``. Yields the process once it answers ``/healthz``.
+    """
+    config = ControlPlaneConfig(
+        bin_dir=bin_dir,
+        workdir=plane.workdir,
+        ready_timeout_s=ready_timeout_s,
+        scheduler_args=args,
+    )
+    kubeconfig = plane.workdir / "scheduler.kubeconfig"
+    with ExitStack() as stack:
+        children: list[processes.Child] = []
+        _start_scheduler(config, kubeconfig, stack, plane.workdir / "logs", log_name, children)
+        yield children[0]
 
 
 def enabled() -> bool:

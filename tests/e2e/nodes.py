@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from kubernetes import client as k8s
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 GPU = "nvidia.com/gpu"
 TEST_LABEL = "e2e.arkgpu.io/node"
@@ -68,3 +71,100 @@ def wait_for(probe: Callable[[], T | None], timeout_s: float, what: str, poll_s:
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
         time.sleep(poll_s)
+
+
+def node_body(
+    name: str,
+    resources: Mapping[str, str],
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+) -> dict[str, Any]:
+    """A Node as a kubelet registers it: status (capacity, allocatable, Ready) in the create.
+
+    The API server keeps a new node's status; only the not-ready taint that admission
+    adds (TaintNodesByCondition) is left for ``create_nodes`` to lift.
+    """
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "KubeletReady",
+        "message": "created by the ArkGPU end-to-end tests",
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": dict(labels), "annotations": dict(annotations)},
+        "status": {
+            "capacity": dict(resources),
+            "allocatable": dict(resources),
+            "conditions": [ready],
+        },
+    }
+
+
+def concurrently(work: Callable[[T], U], items: Iterable[T], workers: int) -> list[U]:
+    """``work`` over ``items`` on ``workers`` threads, results in order; the first error raises.
+
+    The client spends most of a request waiting on the API server, so threads overlap
+    requests well despite the GIL. The client's connection pool must allow ``workers``
+    connections (``Configuration.connection_pool_maxsize``), else requests queue for one.
+    """
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(work, items))
+
+
+def create_node(core: k8s.CoreV1Api, body: Mapping[str, Any]) -> None:
+    """Creates one node from ``node_body`` and lifts the taints admission put on it.
+
+    Raw JSON in and out (``_preload_content=False``): decoding into the client's models
+    costs more CPU than the request itself.
+    """
+    created = json.loads(core.create_node(body, _preload_content=False).data)
+    if created.get("spec", {}).get("taints"):
+        core.patch_node(created["metadata"]["name"], {"spec": {"taints": None}})
+
+
+def create_nodes(api: k8s.ApiClient, bodies: list[dict[str, Any]], workers: int) -> float:
+    """Creates ``bodies`` (``node_body``) on ``workers`` threads; returns the seconds taken."""
+    core = k8s.CoreV1Api(api)
+    start = time.monotonic()
+    concurrently(lambda body: create_node(core, body), bodies, workers)
+    return time.monotonic() - start
+
+
+def create_namespace(api: k8s.ApiClient, name: str) -> None:
+    """A namespace with its ``default`` ServiceAccount (no controller manager creates it)."""
+    core = k8s.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": name}}, _preload_content=False)
+    core.create_namespaced_service_account(
+        name, {"metadata": {"name": "default"}}, _preload_content=False
+    )
+
+
+def create_pods(
+    api: k8s.ApiClient, namespace: str, bodies: list[dict[str, Any]], workers: int
+) -> dict[str, float]:
+    """Creates ``bodies`` on ``workers`` threads; returns each pod's send time (monotonic s)."""
+    core = k8s.CoreV1Api(api)
+
+    def create(body: dict[str, Any]) -> tuple[str, float]:
+        sent = time.monotonic()
+        core.create_namespaced_pod(namespace, body, _preload_content=False)
+        return str(body["metadata"]["name"]), sent
+
+    return dict(concurrently(create, bodies, workers))
+
+
+def delete_pods(api: k8s.ApiClient, namespace: str, timeout_s: float) -> None:
+    """Deletes every pod of ``namespace`` at once (no grace: no kubelet confirms); waits."""
+    core = k8s.CoreV1Api(api)
+    core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0, _preload_content=False)
+
+    def gone() -> bool | None:
+        left = json.loads(core.list_namespaced_pod(namespace, limit=1, _preload_content=False).data)
+        return True if not left["items"] else None
+
+    wait_for(gone, timeout_s, f"pods of {namespace} deleted", poll_s=0.5)
