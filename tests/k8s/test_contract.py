@@ -92,6 +92,20 @@ def test_bad_assignment_names_the_field(change: dict[str, object], message: str)
         PodAssignment.from_json(json.dumps(raw))
 
 
+@pytest.mark.parametrize(
+    ("text", "count"), [("3000", 3000), ("3k", 3000), ("2000m", 2), ("1e3", 1000), ("+7", 7)]
+)
+def test_counts_in_the_api_servers_canonical_form_are_read(text: str, count: int) -> None:
+    """The API server writes ``gpumem: 3000`` back as ``3k``: the same request."""
+    assert gpu_request({"nvidia.com/gpu": "1", "nvidia.com/gpumem": text}, "c").memory_mib == count
+
+
+@pytest.mark.parametrize("text", ["1500m", "4Gi", "1e9", "-1", "1.5", "", "k", "0x10"])
+def test_counts_that_are_not_whole_numbers_are_refused(text: str) -> None:
+    with pytest.raises(ContractError, match=r"^c: nvidia\.com/gpumem: expected a whole number"):
+        gpu_request({"nvidia.com/gpu": "1", "nvidia.com/gpumem": text}, "c")
+
+
 def test_gpu_request_reads_hami_resources() -> None:
     limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000", "nvidia.com/gpucores": "30"}
     assert gpu_request(limits, "c") == GpuRequest(1, memory_mib=3000, cores_percent=30)

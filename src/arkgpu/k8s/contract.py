@@ -23,8 +23,10 @@ annotation and the field. Nothing here talks to an API server.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 GROUP = "arkgpu.io"
@@ -278,15 +280,57 @@ def gpu_request(limits: Mapping[str, str], where: str) -> GpuRequest:
     return request
 
 
-def _quantity(limits: Mapping[str, str], name: str, where: str) -> int | None:
-    """A whole-number resource quantity (``"2"``), None when absent."""
-    text = limits.get(name)
-    if text is None:
-        return None
+_QUANTITY = re.compile(
+    r"^([+]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$"
+)
+_SUFFIX: dict[str, Decimal] = {
+    "": Decimal(1),
+    "m": Decimal("0.001"),
+    **{s: Decimal(1000) ** (n + 1) for n, s in enumerate("kMGTPE")},
+    **{f"{s}i": Decimal(1024) ** (n + 1) for n, s in enumerate("KMGTPE")},
+}
+COUNT_LIMIT = 10**9
+"""Largest count a HAMi resource may give (exclusive): a sanity bound, far above any GPU."""
+
+
+def quantity(text: object, where: str) -> Decimal:
+    """A Kubernetes resource quantity (``500m``, ``2``, ``1Gi``, ``3k``, ``1e3``) as a number;
+    ContractError naming ``where``."""
     value = str(text).strip()
-    if not value.isdigit() or len(value) > 9:
-        raise ContractError(f"{where}: {name}: expected a whole number, got {text!r}")
-    return int(value)
+    match = _QUANTITY.match(value) if len(value) <= 40 else None
+    if match is None:
+        raise ContractError(f"{where}: not a resource quantity: {value[:40]!r}")
+    try:
+        return Decimal(match.group(1)) * _SUFFIX[match.group(2) or ""]
+    except InvalidOperation:
+        raise ContractError(f"{where}: not a resource quantity: {value!r}") from None
+
+
+def whole_count(text: object, where: str) -> int:
+    """A HAMi resource (GPUs, MiB or percent) as the whole number it counts.
+
+    The API server stores a quantity in its canonical form, so ``gpumem: 3000``
+    comes back as ``3k`` and ``2000m`` as ``2``: both are read. A fraction
+    (``1500m``), a binary suffix (``4Gi``: these resources count MiB or percent,
+    not bytes) or a count of 10**9 or more is refused.
+    """
+    value = str(text).strip()
+    problem = f"{where}: expected a whole number, got {value[:40]!r}"
+    if value.endswith("i"):
+        raise ContractError(problem)
+    try:
+        number = quantity(value, where)
+    except ContractError:
+        raise ContractError(problem) from None
+    if number != number.to_integral_value() or not 0 <= number < COUNT_LIMIT:
+        raise ContractError(problem)
+    return int(number)
+
+
+def _quantity(limits: Mapping[str, str], name: str, where: str) -> int | None:
+    """A whole-number resource quantity (``"2"``, ``"3k"``), None when absent."""
+    text = limits.get(name)
+    return None if text is None else whole_count(text, f"{where}: {name}")
 
 
 def _dump(value: dict[str, Any]) -> str:

@@ -11,10 +11,9 @@ it with that reason, a person can read it in the pod's events).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from arkgpu.k8s.contract import (
@@ -26,32 +25,12 @@ from arkgpu.k8s.contract import (
     NodeInventory,
     PodAssignment,
     gpu_request,
+    quantity,
 )
 
 MIB = 1024 * 1024
-_QUANTITY = re.compile(
-    r"^([+]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$"
-)
-_SUFFIX: dict[str, Decimal] = {
-    "": Decimal(1),
-    "m": Decimal("0.001"),
-    **{s: Decimal(1000) ** (n + 1) for n, s in enumerate("kMGTPE")},
-    **{f"{s}i": Decimal(1024) ** (n + 1) for n, s in enumerate("KMGTPE")},
-}
 FINISHED_PHASES = ("Succeeded", "Failed")
 """Phases of a pod whose containers have all ended: its GPUs are free again."""
-
-
-def quantity(text: object, where: str) -> Decimal:
-    """A Kubernetes resource quantity (``500m``, ``2``, ``1Gi``, ``1e3``); ContractError."""
-    value = str(text).strip()
-    match = _QUANTITY.match(value) if len(value) <= 40 else None
-    if match is None:
-        raise ContractError(f"{where}: not a resource quantity: {value[:40]!r}")
-    try:
-        return Decimal(match.group(1)) * _SUFFIX[match.group(2) or ""]
-    except InvalidOperation:
-        raise ContractError(f"{where}: not a resource quantity: {value!r}") from None
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -173,24 +152,13 @@ def _requests(spec: Mapping[str, Any], where: str) -> tuple[int, int, GpuContain
         here = f"{where} container {name}"
         cpu += quantity(requests.get("cpu", limits.get("cpu", 0)), f"{here}: cpu")
         memory += quantity(requests.get("memory", limits.get("memory", 0)), f"{here}: memory")
-        request = gpu_request({k: _canonical(v) for k, v in limits.items()}, here)
+        request = gpu_request({k: str(v) for k, v in limits.items()}, here)
         if request.count:
             asking.append(GpuContainer(name, request))
     if len(asking) > 1:
         names = ", ".join(a.name for a in asking)
         raise ContractError(f"{where}: only one container may ask for GPUs ({names} do)")
     return math.ceil(cpu * 1000), math.ceil(memory / MIB), (asking[0] if asking else None)
-
-
-def _canonical(value: object) -> str:
-    """A quantity as plain digits when it is a whole number: the API server writes
-    ``gpumem: 20000`` back as ``20k``, which :func:`gpu_request` would refuse."""
-    text = str(value)
-    try:
-        number = quantity(text, "")
-    except ContractError:
-        return text
-    return str(int(number)) if number == number.to_integral_value() and number >= 0 else text
 
 
 @dataclass(frozen=True, slots=True)

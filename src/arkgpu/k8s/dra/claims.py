@@ -19,18 +19,16 @@ A bad configuration raises :class:`ClaimError` with one line naming the claim an
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
+from arkgpu.k8s.contract import quantity as contract_quantity
 from arkgpu.k8s.dra.slices import CORES, MEMORY
 
 CONFIG_API_VERSION = "dra.arkgpu.io/v1alpha1"
 """``apiVersion`` of the driver's opaque configuration."""
 CONFIG_KIND = "GpuShareConfig"
 """``kind`` of the driver's opaque configuration."""
-_BINARY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40}
-_DECIMAL = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "m": 10**-3, "": 1}
 
 
 class ClaimError(ValueError):
@@ -81,20 +79,9 @@ class Share:
 
 
 def quantity(text: str) -> float:
-    """A Kubernetes Quantity (``6Gi``, ``5000Mi``, ``30``, ``500m``) as a number."""
-    for suffixes in (_BINARY, _DECIMAL):
-        for suffix, factor in sorted(suffixes.items(), key=lambda s: -len(s[0])):
-            number = text.removesuffix(suffix) if suffix else text
-            if (not suffix or text.endswith(suffix)) and _is_number(number):
-                return float(number) * factor
-    raise ValueError(f"not a quantity: {text!r}")
-
-
-def _is_number(text: str) -> bool:
-    try:
-        return math.isfinite(float(text))
-    except ValueError:
-        return False
+    """A Kubernetes Quantity (``6Gi``, ``5000Mi``, ``30``, ``500m``) as a number (ValueError:
+    :func:`arkgpu.k8s.contract.quantity`'s ContractError)."""
+    return float(contract_quantity(text, "quantity"))
 
 
 def shares(claim: dict[str, Any], driver: str) -> list[Share]:

@@ -3,8 +3,9 @@
 The checks, in order, for every container (init containers too) whose limits name
 any of ``nvidia.com/gpu``, ``gpumem``, ``gpumem-percentage`` or ``gpucores``:
 
-1. every such quantity is a whole number (``"50"``; not ``"0.5"``, which the API
-   server spells ``500m``);
+1. every such quantity is a whole number (``"50"``, or ``"3k"`` as the API
+   server writes 3000 back; not ``"0.5"``, which it spells ``500m``, nor a binary
+   suffix such as ``4Gi``: :func:`arkgpu.k8s.contract.whole_count`);
 2. memory or cores come with ``nvidia.com/gpu`` (how many GPUs they apply to);
 3. ``nvidia.com/gpu`` is at most ``max_gpu_count``;
 4. ``gpucores`` and ``gpumem-percentage`` are percentages, 1 to 100;
@@ -19,9 +20,6 @@ from dataclasses import dataclass
 
 from arkgpu.k8s import contract
 from arkgpu.k8s.webhook.pods import ContainerView
-
-MAX_DIGITS = 9
-"""Longest whole number the contract reads (as :func:`arkgpu.k8s.contract.gpu_request`)."""
 
 
 @dataclass(frozen=True)
@@ -44,22 +42,16 @@ def container_problems(
 ) -> list[Problem]:
     """What is wrong with one container's GPU resources (empty: nothing)."""
     where = container.label
-    malformed = [
-        Problem(
-            "quantity",
-            f"{where}: {name} must be a whole number, got {value!r}",
-        )
-        for name, value in container.limits.items()
-        if name in contract.MANAGED_RESOURCES
-        and not (value.strip().isdigit() and len(value.strip()) <= MAX_DIGITS)
-    ]
+    values, malformed = {}, []
+    for name, value in container.limits.items():
+        if name in contract.MANAGED_RESOURCES:
+            try:
+                values[name] = contract.whole_count(value, name)
+            except contract.ContractError:
+                message = f"{where}: {name} must be a whole number, got {value!r}"
+                malformed.append(Problem("quantity", message))
     if malformed:
         return malformed
-    values = {
-        name: int(container.limits[name])
-        for name in contract.MANAGED_RESOURCES
-        if name in container.limits
-    }
     problems = _range_problems(where, values, max_gpu_count, largest_mib)
     if not problems:
         try:
