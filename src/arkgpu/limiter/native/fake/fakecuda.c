@@ -102,7 +102,8 @@ EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
-    snprintf(name, (size_t)len, "ArkGPU Fake GPU %d", d);
+    (void)d; /* one model on every device, as the GPUs of a real node */
+    snprintf(name, (size_t)len, "ArkGPU Fake GPU");
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {

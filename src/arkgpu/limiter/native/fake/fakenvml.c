@@ -68,7 +68,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t d, unsigned *i) {
     return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned len) {
-    snprintf(name, len, "ArkGPU Fake GPU %d", index_of(d));
+    (void)d; /* one model on every device, as the GPUs of a real node */
+    snprintf(name, len, "ArkGPU Fake GPU");
     return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m) {
