@@ -8,10 +8,6 @@ tested on its own); the pod is bound by setting ``spec.nodeName`` at creation.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,16 +17,13 @@ from kubernetes import client as k8s
 
 from arkgpu.k8s import contract
 from arkgpu.k8s.contract import AssignedGpu, NodeInventory, PodAssignment
-from arkgpu.limiter import native
 from arkgpu.limiter.region import read_limits
 from arkgpu.node.pods import read_pod
 from k8s.kubelet_emulator import KubeletEmulator
 
 from .controlplane import ControlPlane
 from .nodes import create_gpu_node, gpu_pod, wait_for
-
-WAIT_S = 60.0
-"""Generous bound for the plugin's start and each API round trip on a loaded 2-core machine."""
+from .plugin_helpers import WAIT_S, running_plugin
 
 
 @pytest.fixture
@@ -40,32 +33,8 @@ def plugin_on_node(
     """A node through the API, the emulator, and the plugin process serving that node."""
     node = f"dp-node-{uuid.uuid4().hex[:8]}"
     create_gpu_node(api, node, gpus=20)
-    root = Path(tempfile.mkdtemp(prefix="dpe-", dir="/tmp"))  # short: Unix socket paths
-    (root / "kubelet").mkdir()
-    kubelet = KubeletEmulator(root / "kubelet")
-    kubelet.start()
-    config = root / "plugin.toml"
-    config.write_text(
-        f'node_name = "{node}"\nkubeconfig = "{control_plane.admin_kubeconfig}"\n'
-        f'kubelet_dir = "{root / "kubelet"}"\nregions_dir = "{root / "regions"}"\n'
-        f'library_path = "{native.limiter_library()}"\n'
-        "inventory_period_s = 0.5\nkubelet_check_s = 0.2\nport = 0\n",
-        encoding="utf-8",
-    )
-    env = native.container_env(None, root / "fakegpu", preload=False)
-    env.update(FAKEGPU_DEVICES="2", FAKEGPU_MEM_MIB="8192")
-    arkgpu = Path(sys.executable).with_name("arkgpu")
-    with (root / "plugin.log").open("wb") as log:
-        process = subprocess.Popen(
-            [str(arkgpu), "device-plugin", "run", "--config", str(config)], env=env, stderr=log
-        )
-    try:
-        yield node, kubelet, root / "regions"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        kubelet.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    with running_plugin(control_plane.admin_kubeconfig, node) as (kubelet, regions):
+        yield node, kubelet, regions
 
 
 def test_inventory_on_the_node_and_allocate_for_an_assigned_pod(

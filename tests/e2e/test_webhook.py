@@ -12,16 +12,9 @@ stored, or the error it answers, is what is checked.
 
 from __future__ import annotations
 
-import base64
 import json
-import ssl
-import sys
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
 from kubernetes import client as k8s
@@ -29,44 +22,22 @@ from kubernetes.client.rest import ApiException
 
 from arkgpu.k8s import contract
 
-from . import pki, processes
-from .controlplane import ControlPlane, free_port
+from .controlplane import ControlPlane
 from .nodes import wait_for
+from .webhook_helpers import (
+    ACTIVE_TIMEOUT_S,
+    DEFAULT_GPUCORES,
+    Webhook,
+    container,
+    pod_body,
+    refusal,
+    registered,
+    running_webhook,
+)
 
-READY_TIMEOUT_S = 120.0
-"""The webhook's start (Python, the predictor fitted, the first node list) on a loaded machine."""
-ACTIVE_TIMEOUT_S = 30.0
-"""The API server picks up a new webhook configuration within a second or two when idle."""
 LARGEST_MIB = 81_920
 """Memory of the test node's GPU (an 80 GB GPU); gpumem over any GPU is asked as 10 TiB."""
 HUGE_MIB = 10 * 1024 * 1024
-DEFAULT_GPUCORES = 50
-"""``[defaults] gpucores`` of the test's webhook."""
-
-
-@dataclass(frozen=True)
-class Webhook:
-    """The running webhook process and what the API server needs to call it."""
-
-    url: str
-    """``https://127.0.0.1:<port>``."""
-    ca_bundle: str
-    """The CA that signed its certificate, PEM, base64 (a configuration's ``caBundle``)."""
-    child: processes.Child
-
-
-def _write_config(directory: Path, port: int, plane: ControlPlane) -> Path:
-    ca = pki.make_ca("arkgpu-webhook-e2e-ca")
-    serving = pki.write(pki.issue(ca, "arkgpu-webhook", ips=("127.0.0.1",)), directory, "webhook")
-    pki.write(ca, directory, "webhook-ca")
-    config = directory / "webhook.toml"
-    config.write_text(
-        f'tls_cert_file = "{serving.cert}"\ntls_key_file = "{serving.key}"\n'
-        f'listen_address = "127.0.0.1"\nport = {port}\n'
-        f'kubeconfig = "{plane.admin_kubeconfig}"\n'
-        f"[defaults]\ngpucores = {DEFAULT_GPUCORES}\n"
-    )
-    return config
 
 
 @pytest.fixture(scope="module")
@@ -74,21 +45,8 @@ def webhook(
     control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Webhook]:
     """``arkgpu webhook run`` on a free loopback port, ready (its first node list is in)."""
-    directory = tmp_path_factory.mktemp("webhook")
-    port = free_port()
-    config = _write_config(directory, port, control_plane)
-    argv = [sys.executable, "-m", "arkgpu", "webhook", "run", "--config", str(config)]
-    child = processes.start("arkgpu-webhook", argv, directory)
-    try:
-        context = ssl.create_default_context(cafile=str(directory / "webhook-ca.crt"))
-        url = f"https://127.0.0.1:{port}"
-        processes.wait_until(
-            child, lambda: processes.http_ok(f"{url}/readyz", context), "/readyz", READY_TIMEOUT_S
-        )
-        bundle = base64.b64encode((directory / "webhook-ca.crt").read_bytes()).decode()
-        yield Webhook(url, bundle, child)
-    finally:
-        processes.stop(child, 10.0)
+    with running_webhook(control_plane, tmp_path_factory.mktemp("webhook")) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -102,102 +60,6 @@ def inventory_node(api: k8s.ApiClient, webhook: Webhook) -> Iterator[str]:
     core.create_node({"metadata": {"name": name, "annotations": annotations}})
     yield name
     core.delete_node(name)
-
-
-def _hook(name: str, webhook: Webhook, path: str, namespace: str, ops: list[str]) -> dict[str, Any]:
-    return {
-        "name": name,
-        "clientConfig": {"url": f"{webhook.url}{path}", "caBundle": webhook.ca_bundle},
-        "rules": [
-            {
-                "operations": ops,
-                "apiGroups": [""],
-                "apiVersions": ["v1"],
-                "resources": ["pods"],
-                "scope": "Namespaced",
-            }
-        ],
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-        "failurePolicy": "Fail",
-        "sideEffects": "None",
-        "admissionReviewVersions": ["v1"],
-        "timeoutSeconds": 10,
-    }
-
-
-@contextmanager
-def registered(api: k8s.ApiClient, webhook: Webhook, namespace: str) -> Iterator[None]:
-    """Both webhook configurations, scoped to ``namespace``; deleted on exit."""
-    admission = k8s.AdmissionregistrationV1Api(api)
-    name = f"arkgpu-e2e-{namespace}"
-    mutating = _hook("mutate.arkgpu.io", webhook, "/mutate", namespace, ["CREATE"])
-    mutating["reinvocationPolicy"] = "IfNeeded"
-    validating = _hook("validate.arkgpu.io", webhook, "/validate", namespace, ["CREATE", "UPDATE"])
-    admission.create_mutating_webhook_configuration(
-        {"metadata": {"name": name}, "webhooks": [mutating]}
-    )
-    try:
-        admission.create_validating_webhook_configuration(
-            {"metadata": {"name": name}, "webhooks": [validating]}
-        )
-        try:
-            _wait_active(api, namespace)
-            yield
-        finally:
-            admission.delete_validating_webhook_configuration(name)
-    finally:
-        admission.delete_mutating_webhook_configuration(name)
-
-
-def container(name: str = "main", **limits: str) -> dict[str, Any]:
-    """A container asking ``limits`` (gpu, gpumem, gpucores, cpu)."""
-    resources = {f"nvidia.com/{k}" if k != "cpu" else k: v for k, v in limits.items()}
-    return {
-        "name": name,
-        "image": "registry.invalid/arkgpu-e2e:never-pulled",
-        "resources": {"limits": resources},
-    }
-
-
-def pod_body(name: str, *containers: dict[str, Any], **annotations: str) -> dict[str, Any]:
-    """A pod; annotation keywords are ArkGPU's short names (qos, model, latency_target_ms...)."""
-    notes = {f"arkgpu.io/{k.replace('_', '-')}": v for k, v in annotations.items()}
-    return {
-        "metadata": {"name": name, "annotations": notes},
-        "spec": {"containers": list(containers)},
-    }
-
-
-def _wait_active(api: k8s.ApiClient, namespace: str) -> None:
-    """Dry-run creates until both webhooks answer (a GPU pod mutated, a bad one refused)."""
-    core = k8s.CoreV1Api(api)
-
-    def active() -> bool | None:
-        probe = core.create_namespaced_pod(
-            namespace, pod_body("probe", container(gpu="1")), dry_run="All"
-        )
-        if probe.spec.scheduler_name != contract.SCHEDULER_NAME:
-            return None
-        return (
-            True
-            if _refusal(api, namespace, pod_body("probe", container(gpu="1", gpucores="101")))
-            else None
-        )
-
-    wait_for(active, ACTIVE_TIMEOUT_S, "webhook configurations active")
-
-
-def _refusal(api: k8s.ApiClient, namespace: str, body: dict[str, Any]) -> str | None:
-    """The API server's message refusing a dry-run create of ``body``; None when it is accepted."""
-    try:
-        k8s.CoreV1Api(api).create_namespaced_pod(namespace, body, dry_run="All")
-    except ApiException as exc:
-        refused = exc
-    else:
-        return None
-    assert refused.status == 403, refused.body
-    message: str = json.loads(refused.body)["message"]
-    return message
 
 
 def test_gpu_pods_are_mutated_and_cpu_pods_untouched(
@@ -286,7 +148,7 @@ def test_bad_pods_are_refused_with_readable_reasons(
     core = k8s.CoreV1Api(api)
     with registered(api, webhook, namespace):
         memory = pod_body("probe", container(gpu="1", gpumem=str(HUGE_MIB)))
-        wait_for(lambda: _refusal(api, namespace, memory), ACTIVE_TIMEOUT_S, "node inventory seen")
+        wait_for(lambda: refusal(api, namespace, memory), ACTIVE_TIMEOUT_S, "node inventory seen")
         for body, reason in BAD_PODS:
             with pytest.raises(ApiException) as caught:
                 core.create_namespaced_pod(namespace, body)
