@@ -38,7 +38,8 @@ class Verdicts:
 
     def covers(self, names: Sequence[str]) -> bool:
         """Whether every name has a verdict here."""
-        return all(n in self.fits or n in self.failed or n in self.unknown for n in names)
+        left = set(names).difference(self.fits, self.failed, self.unknown)
+        return not left
 
     def scores(self) -> dict[str, int]:
         """0..10 per candidate: 10 for the policy's best (the earliest of equal scores), the
