@@ -84,8 +84,8 @@ def rank_group(
     fitting = ranking.nodes.tolist()
     into.fits.update(zip((nodes[i].name for i in fitting), ranking.scores.tolist(), strict=True))
     if len(fitting) < len(names):
-        unfit = [(name, i) for name, i in zip(names, index.tolist(), strict=True)]
-        unfit = [(name, i) for name, i in unfit if name not in into.fits]
-        rows_unfit = np.array([i for _, i in unfit], dtype=np.int64)
+        fits = into.fits
+        unfit = [(n, i) for n, i in zip(names, index.tolist(), strict=True) if n not in fits]
+        rows_unfit = np.fromiter((i for _, i in unfit), dtype=np.int64, count=len(unfit))
         reasons = ranking.reasons(rows_unfit)
         into.failed.update(zip((name for name, _ in unfit), reasons, strict=True))
