@@ -22,7 +22,7 @@ from arkgpu.placement import POLICIES, PolicyContext
 from arkgpu.placement.arkgpu import ArkgpuPolicy
 from arkgpu.placement.base import feasible_nodes
 from arkgpu.placement.fgd import FgdPolicy
-from arkgpu.placement.ranking import unfit_reason
+from arkgpu.placement.ranking import unfit_reason, unfit_reasons
 from arkgpu.placement.scheduling import Scheduler, best_verdict, build_policy
 from arkgpu.sim.placing import decide
 from arkgpu.traces.openb import load_nodes, load_pods
@@ -145,6 +145,8 @@ def test_reasons_agree_with_the_feasibility_check() -> None:
         ok = feasible_nodes(state, pod)
         for n in range(len(nodes)):
             assert (unfit_reason(state, pod, n) == "") == bool(ok[n])
+        every = np.arange(len(nodes))[::-1]
+        assert unfit_reasons(state, pod, every) == [unfit_reason(state, pod, n) for n in every]
         where = policy.choose(state, pod, rng)
         if where is not None:
             state.place(pod, where)
@@ -201,3 +203,24 @@ def test_nodes_join_and_leave_by_name(name: str) -> None:
     assert scheduler.filter_and_score(small, ["b"])[0].fits
     with pytest.raises(PlacementError, match="already in the cluster"):
         scheduler.join(Node("a", 8000, 16384, 1, "T4"))
+
+
+def test_reasons_of_many_candidates_read_as_each_alone() -> None:
+    """Ranking.reasons gives, in the order asked, what Ranking.reason says node by node:
+    "" for a fitting node, the policy's refusal, or what the node lacks."""
+    nodes = [Node(f"n{i}", (4 + 8 * (i % 3)) * 1000, 65536, i % 3, "T4") for i in range(9)]
+    state = ClusterState.from_nodes(nodes)
+    rng = np.random.default_rng(3)
+    policy = build_policy("arkgpu-reserve", state)
+    for k in range(40):  # GPU pods that need CPU: a CPU-only pod strands a free GPU's share
+        policy.observe(state, Pod(f"seen{k}", 8000, 1024, 1, 1000))
+    pods = [Pod("cpu", 11000, 1024, 0, 0), Pod("gpu", 6000, 1024, 1, 500)]
+    pods.append(Pod("big", 12000, 1024, 2, 1000))
+    asked = np.array([8, 0, 3, 5, 1, 7], dtype=np.int64)
+    kinds = set()
+    for pod in pods:
+        ranking = policy.rank(state, pod, rng, asked, 0.0)
+        alone = [ranking.reason(int(n)) for n in asked]
+        assert ranking.reasons(asked) == alone
+        kinds |= {"fits" if r == "" else r.split()[0] for r in alone}
+    assert {"fits", "node", "the"} <= kinds  # fits, lacks room, refused by the reserve

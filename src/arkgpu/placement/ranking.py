@@ -88,6 +88,17 @@ class Ranking:
             return self.refusal
         return unfit_reason(self.ask.state, self.ask.pod, node) or "not among the candidates"
 
+    def reasons(self, nodes: IntArray) -> list[str]:
+        """:meth:`reason` of each of ``nodes`` (the same words), in one pass over the state:
+        a filter over 1,000 candidates of a full cluster asks for hundreds of them."""
+        chosen = np.isin(nodes, self.nodes).tolist()
+        refused = [False] * len(nodes) if self.refused is None else np.isin(nodes, self.refused)
+        unfit = unfit_reasons(self.ask.state, self.ask.pod, nodes)
+        return [
+            "" if c else self.refusal if r else u or "not among the candidates"
+            for c, r, u in zip(chosen, list(refused), unfit, strict=True)
+        ]
+
     def verdicts(self) -> list[NodeVerdict]:
         """Per candidate, in candidate order: fits (with its score) or the reason it does not."""
         names = self.ask.state.nodes
@@ -105,26 +116,52 @@ def _no_slots(i: int) -> tuple[int, ...]:
     raise IndexError(f"no fitting node {i}: the ranking is empty")
 
 
+def unfit_reasons(state: ClusterState, pod: Pod, nodes: IntArray) -> list[str]:
+    """:func:`unfit_reason` of each of ``nodes`` (the same words), the state read once."""
+    feasible = feasible_nodes(state, pod, nodes).tolist()
+    rows = zip(
+        nodes.tolist(),
+        state.present[nodes].tolist(),
+        state.cpu_left[nodes].tolist(),
+        state.memory_left[nodes].tolist(),
+        state.allowed_nodes(pod)[nodes].tolist(),
+        fits_gpu(state, pod, nodes).sum(axis=1).tolist(),
+        strict=True,
+    )
+    return [
+        "" if ok else _unfit_words(state, pod, node, present, cpu, memory, allowed, room)
+        for ok, (node, present, cpu, memory, allowed, room) in zip(feasible, rows, strict=True)
+    ]
+
+
+def _unfit_words(
+    state: ClusterState,
+    pod: Pod,
+    node: int,
+    present: bool,
+    cpu: int,
+    memory: int,
+    allowed: bool,
+    room: int,
+) -> str:
+    name = state.nodes[node].name
+    if not present:
+        return f"node {name} has left the cluster"
+    if cpu < pod.cpu_milli:
+        return f"node {name} has {cpu} CPU (milli-cores) left, the pod asks for {pod.cpu_milli}"
+    if memory < pod.memory_mib:
+        return f"node {name} has {memory} memory (MiB) left, the pod asks for {pod.memory_mib}"
+    if not allowed:
+        model = state.nodes[node].gpu_model or "no GPU"
+        return f"node {name} has {model}, the pod's gpu_spec admits {sorted(pod.gpu_spec)}"
+    memory_asked = f" and {pod.gpu_memory_mib} MiB of GPU memory" if pod.gpu_memory_mib else ""
+    return (
+        f"node {name} has {room} GPUs with {pod.gpu_milli} milli-GPU{memory_asked} left, "
+        f"the pod asks for {pod.num_gpu}"
+    )
+
+
 def unfit_reason(state: ClusterState, pod: Pod, node: int) -> str:
     """Which part of :func:`~arkgpu.placement.base.feasible_nodes` ``node`` fails, in
     words; "" when it fits."""
-    if feasible_nodes(state, pod, np.array([node]))[0]:
-        return ""
-    name = state.nodes[node].name
-    if not state.present[node]:
-        return f"node {name} has left the cluster"
-    for what, left, need in (
-        ("CPU (milli-cores)", state.cpu_left[node], pod.cpu_milli),
-        ("memory (MiB)", state.memory_left[node], pod.memory_mib),
-    ):
-        if left < need:
-            return f"node {name} has {left} {what} left, the pod asks for {need}"
-    if not state.allowed_nodes(pod)[node]:
-        model = state.nodes[node].gpu_model or "no GPU"
-        return f"node {name} has {model}, the pod's gpu_spec admits {sorted(pod.gpu_spec)}"
-    room = int(fits_gpu(state, pod, node).sum())
-    memory = f" and {pod.gpu_memory_mib} MiB of GPU memory" if pod.gpu_memory_mib else ""
-    return (
-        f"node {name} has {room} GPUs with {pod.gpu_milli} milli-GPU{memory} left, "
-        f"the pod asks for {pod.num_gpu}"
-    )
+    return unfit_reasons(state, pod, np.array([node], dtype=np.int64))[0]

@@ -91,7 +91,7 @@ class Extender:
         scores = verdicts.scores() if verdicts.order == list(args.node_names) else None
         if scores is None:  # the filter's verdicts cover other candidates: score these alone
             scores = Verdicts(list(args.node_names), verdicts.fits).scores()
-        return wire.priorities({n: scores.get(n, 0) for n in args.node_names})
+        return wire.priorities(scores)  # keyed by the names asked, in their order
 
     def _verdicts(self, args: wire.ExtenderArgs) -> tuple[Verdicts, str]:
         """Verdicts per candidate (from the filter call's cache when the state has not moved),

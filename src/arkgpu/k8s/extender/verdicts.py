@@ -38,7 +38,8 @@ class Verdicts:
 
     def covers(self, names: Sequence[str]) -> bool:
         """Whether every name has a verdict here."""
-        return all(n in self.fits or n in self.failed or n in self.unknown for n in names)
+        left = set(names).difference(self.fits, self.failed, self.unknown)
+        return not left
 
     def scores(self) -> dict[str, int]:
         """0..10 per candidate: 10 for the policy's best (the earliest of equal scores), the
@@ -83,6 +84,8 @@ def rank_group(
     fitting = ranking.nodes.tolist()
     into.fits.update(zip((nodes[i].name for i in fitting), ranking.scores.tolist(), strict=True))
     if len(fitting) < len(names):
-        for name, i in zip(names, index.tolist(), strict=True):
-            if name not in into.fits:
-                into.failed[name] = ranking.reason(i)
+        fits = into.fits
+        unfit = [(n, i) for n, i in zip(names, index.tolist(), strict=True) if n not in fits]
+        rows_unfit = np.fromiter((i for _, i in unfit), dtype=np.int64, count=len(unfit))
+        reasons = ranking.reasons(rows_unfit)
+        into.failed.update(zip((name for name, _ in unfit), reasons, strict=True))
