@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from arkgpu.k8s.contract import InventoryGpu
-from arkgpu.k8s.deviceplugin.gpus import NvmlGpus
+from arkgpu.k8s.gpus import NvmlGpus
 
 
 class NVMLError(Exception):

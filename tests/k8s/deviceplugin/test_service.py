@@ -17,9 +17,9 @@ from arkgpu.k8s import contract
 from arkgpu.k8s.contract import AssignedGpu, InventoryGpu, PodAssignment
 from arkgpu.k8s.deviceplugin.apiserver import PodInfo
 from arkgpu.k8s.deviceplugin.config import DevicePluginConfig
-from arkgpu.k8s.deviceplugin.gpus import AssumedGpus
 from arkgpu.k8s.deviceplugin.plugin import DevicePlugin
 from arkgpu.k8s.deviceplugin.wire import pb
+from arkgpu.k8s.gpus import AssumedGpus
 from arkgpu.k8s.inventory import InventoryPublisher
 from arkgpu.limiter.region import read_limits
 from k8s.kubelet_emulator import KubeletEmulator

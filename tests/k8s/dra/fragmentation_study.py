@@ -30,9 +30,9 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from arkgpu.k8s.dra.gpus import assumed
 from arkgpu.k8s.dra.publishing import KubernetesSlices, Publisher
 from arkgpu.k8s.dra.slices import devices
+from arkgpu.k8s.gpus import AssumedGpus
 from arkgpu.model.resources import Node, Pod
 from arkgpu.sim.placing import ExperimentConfig, arrivals_for, nodes_for, run_placement
 from arkgpu.traces.catalog import default_node_list, resolve_pod_trace
@@ -69,7 +69,7 @@ def _node(api: k8s.ApiClient, node: Node) -> None:
     status = {"capacity": resources, "allocatable": resources}
     k8s.CoreV1Api(api).patch_node_status(node.name, {"status": status})
     if node.num_gpu:
-        found = assumed(node.num_gpu, 32_768)
+        found = AssumedGpus(node.num_gpu, 32_768).scan()
         Publisher(KubernetesSlices(api), node.name, DRIVER).reconcile(devices(found, 256, 1))
 
 

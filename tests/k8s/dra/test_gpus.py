@@ -11,9 +11,9 @@ from arkgpu.limiter import native
 
 DEVICES = """
 import json
-from arkgpu.k8s.dra.gpus import discover
+from arkgpu.k8s.gpus import NvmlGpus
 from arkgpu.k8s.dra.slices import devices
-print(json.dumps(devices(discover(), 256, 5)))
+print(json.dumps(devices(NvmlGpus().scan(), 256, 5)))
 """
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from arkgpu.k8s.dra.gpus import Gpu
+from arkgpu.k8s.contract import InventoryGpu
 from arkgpu.k8s.dra.publishing import DEVICES_HASH, Publisher
 from arkgpu.k8s.dra.slices import devices
 
@@ -41,12 +41,12 @@ class MemorySlices:
         self.objects[name] = stored
 
 
-def _devices(*gpus: Gpu) -> list[dict[str, Any]]:
+def _devices(*gpus: InventoryGpu) -> list[dict[str, Any]]:
     return devices(list(gpus), 256, 5)
 
 
-A = Gpu(0, "GPU-a", "m", 8192, False)
-B = Gpu(1, "GPU-b", "m", 8192, False)
+A = InventoryGpu(0, "GPU-a", "m", 8192, False)
+B = InventoryGpu(1, "GPU-b", "m", 8192, False)
 
 
 def test_created_then_unchanged_while_the_gpus_stay_the_same() -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from arkgpu import __version__
-from arkgpu.k8s.dra.gpus import Gpu
+from arkgpu.k8s.contract import InventoryGpu
 from arkgpu.k8s.dra.slices import devices, resource_slice
 
-V100 = Gpu(0, "GPU-aaa", "Tesla V100-SXM2-16GB", 16_160, False)
+V100 = InventoryGpu(0, "GPU-aaa", "Tesla V100-SXM2-16GB", 16_160, False)
 
 
 def test_each_healthy_gpu_is_a_shareable_device_with_its_attributes() -> None:
@@ -41,10 +41,10 @@ def test_memory_and_cores_policies_stay_on_their_steps_and_under_the_capacity() 
 def test_unhealthy_and_too_small_gpus_are_left_out_and_devices_sorted() -> None:
     """A GPU NVML cannot read, or with less memory than one step, is not offered."""
     gpus = [
-        Gpu(2, "GPU-c", "m", 8192, False),
-        Gpu(1, "GPU-b", "m", 8192, False, healthy=False),
-        Gpu(0, "GPU-a", "m", 100, False),
-        Gpu(3, "GPU-d", "m", 8192, True),
+        InventoryGpu(2, "GPU-c", "m", 8192, False),
+        InventoryGpu(1, "GPU-b", "m", 8192, False, healthy=False),
+        InventoryGpu(0, "GPU-a", "m", 100, False),
+        InventoryGpu(3, "GPU-d", "m", 8192, True),
     ]
     assert [d["name"] for d in devices(gpus, 256, 5)] == ["gpu-2", "gpu-3"]
 

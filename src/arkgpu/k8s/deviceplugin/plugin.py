@@ -24,9 +24,9 @@ from arkgpu.k8s.contract import RESOURCE_GPU, InventoryGpu
 from arkgpu.k8s.deviceplugin.apiserver import PodApi
 from arkgpu.k8s.deviceplugin.config import SOCKET_NAME, DevicePluginConfig
 from arkgpu.k8s.deviceplugin.containers import allocated_regions, remove_orphans
-from arkgpu.k8s.deviceplugin.gpus import GpuSource
 from arkgpu.k8s.deviceplugin.service import DeviceBoard, DevicePluginService, options
 from arkgpu.k8s.deviceplugin.wire import API_VERSION, add_device_plugin, pb, register, unix_target
+from arkgpu.k8s.gpus import GpuSource
 from arkgpu.k8s.inventory import InventoryPublisher
 
 REGISTER_TIMEOUT_S = 10.0

@@ -14,10 +14,10 @@ from types import FrameType
 
 from arkgpu.k8s.deviceplugin.apiserver import KubernetesApi
 from arkgpu.k8s.deviceplugin.config import DevicePluginConfig
-from arkgpu.k8s.deviceplugin.gpus import AssumedGpus, GpuSource, NvmlGpus
 from arkgpu.k8s.deviceplugin.health import serve_health
 from arkgpu.k8s.deviceplugin.plugin import DevicePlugin
 from arkgpu.k8s.deviceplugin.service import now_rfc3339
+from arkgpu.k8s.gpus import AssumedGpus, GpuSource, NvmlGpus
 from arkgpu.k8s.inventory import InventoryPublisher
 
 

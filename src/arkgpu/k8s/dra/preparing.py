@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from arkgpu.k8s.dra.claims import Share
-from arkgpu.k8s.dra.gpus import MIB
+from arkgpu.k8s.gpus import MIB
 from arkgpu.limiter.region import LIMITS_FILE, Limits, create_region
 
 STAGING = ".dra-staging"

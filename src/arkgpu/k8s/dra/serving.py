@@ -13,12 +13,14 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from typing import Any
 
-from arkgpu.k8s.dra import gpus
+from arkgpu.k8s.contract import InventoryGpu
 from arkgpu.k8s.dra.config import DraConfig
 from arkgpu.k8s.dra.publishing import KubernetesSlices, Publisher
 from arkgpu.k8s.dra.slices import devices
+from arkgpu.k8s.gpus import AssumedGpus, GpuSource, NvmlGpus
 
 
 def api_client(config: DraConfig) -> Any:
@@ -35,16 +37,16 @@ def api_client(config: DraConfig) -> Any:
     return client.ApiClient(conf)
 
 
-def node_gpus(config: DraConfig) -> list[gpus.Gpu]:
-    """The GPUs found now (NVML, or the assumed ones)."""
-    return gpus.discover() if config.nvml else gpus.assumed(config.gpus, config.gpu_memory_mib)
+def gpu_source(config: DraConfig) -> GpuSource:
+    """NVML, or the assumed GPUs (config ``nvml = false``)."""
+    return NvmlGpus() if config.nvml else AssumedGpus(config.gpus, config.gpu_memory_mib)
 
 
 def _say(text: str) -> None:
     print(f"arkgpu dra-driver: {text}", file=sys.stderr, flush=True)
 
 
-def start_plugin(config: DraConfig, client: Any, found: list[gpus.Gpu]) -> Any:
+def start_plugin(config: DraConfig, client: Any, found: Sequence[InventoryGpu]) -> Any:
     """Recover, then serve the kubelet plugin; returns the gRPC server."""
     from arkgpu.k8s.dra.plugin import DraService, KubernetesClaims, serve_plugin  # noqa: PLC0415
     from arkgpu.k8s.dra.preparing import Preparer  # noqa: PLC0415 (grpc only when served)
@@ -68,13 +70,14 @@ def serve(config: DraConfig) -> int:
         signal.signal(sig, lambda *_: stop.set())
     client = api_client(config)
     publisher = Publisher(KubernetesSlices(client), config.node_name, config.driver_name)
-    found = node_gpus(config)
+    source = gpu_source(config)
+    found = source.scan()
     server = start_plugin(config, client, found) if config.kubelet_plugin else None
     step = (config.memory_step_mib, config.cores_step)
     _say(f"{publisher.reconcile(devices(found, *step))} {publisher.name} ({len(found)} GPUs)")
     while not stop.wait(config.resync_s):
         try:
-            outcome = publisher.reconcile(devices(node_gpus(config), *step))
+            outcome = publisher.reconcile(devices(source.scan(), *step))
         except Exception as exc:  # the API server or NVML may be away a while
             _say(f"resync failed, retrying in {config.resync_s:g} s: {exc}")
             continue

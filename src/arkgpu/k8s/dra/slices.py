@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from arkgpu import __version__
-from arkgpu.k8s.dra.gpus import Gpu
+from arkgpu.k8s.contract import InventoryGpu
 
 API_VERSION = "resource.k8s.io/v1"
 """The DRA API group version (GA since Kubernetes 1.34)."""
@@ -33,7 +33,7 @@ WHOLE_GPU_CORES = 100
 _SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
 
 
-def device_name(gpu: Gpu) -> str:
+def device_name(gpu: InventoryGpu) -> str:
     """The device's name in the slice (a DNS label): ``gpu-<index>``."""
     return f"gpu-{gpu.index}"
 
@@ -69,7 +69,7 @@ def _version_attribute() -> dict[str, str]:
     return {"version": __version__} if _SEMVER.match(__version__) else {"string": __version__}
 
 
-def device(gpu: Gpu, memory_step_mib: int, cores_step: int) -> dict[str, Any]:
+def device(gpu: InventoryGpu, memory_step_mib: int, cores_step: int) -> dict[str, Any]:
     """One GPU as a shareable DRA device."""
     return {
         "name": device_name(gpu),
@@ -88,7 +88,9 @@ def device(gpu: Gpu, memory_step_mib: int, cores_step: int) -> dict[str, Any]:
     }
 
 
-def devices(gpus: Sequence[Gpu], memory_step_mib: int, cores_step: int) -> list[dict[str, Any]]:
+def devices(
+    gpus: Sequence[InventoryGpu], memory_step_mib: int, cores_step: int
+) -> list[dict[str, Any]]:
     """The devices of the healthy GPUs with enough memory for one step, by index."""
     usable = [g for g in gpus if g.healthy and g.memory_mib >= memory_step_mib]
     return [device(g, memory_step_mib, cores_step) for g in sorted(usable, key=lambda g: g.index)]

@@ -1,6 +1,7 @@
 """The node's GPUs and their health, from NVML (nvidia-ml-py; the fake libnvidia-ml in tests).
 
-A small adapter of the device plugin's own (``arkgpu.node.gpus`` is a sibling
+The device plugin (its inventory and ListAndWatch) and the DRA driver (its
+ResourceSlice) read the node's GPUs here (``arkgpu.node.gpus`` is a sibling
 layer): each scan asks NVML for every GPU's UUID, name, memory and MIG mode.
 A GPU whose queries fail (``NVML_ERROR_GPU_IS_LOST`` after it fell off the
 bus, an XID that left it unusable) is reported unhealthy under the identity
@@ -20,7 +21,7 @@ MIB = 1 << 20
 
 
 class GpuSource(Protocol):
-    """Where the plugin and the inventory learn the node's GPUs."""
+    """Where the device plugin, the inventory and the DRA driver learn the node's GPUs."""
 
     def scan(self) -> tuple[InventoryGpu, ...]:
         """Every GPU of the node now, by index, with its health."""
@@ -29,10 +30,10 @@ class GpuSource(Protocol):
 
 def _pynvml() -> Any:
     try:
-        import pynvml  # type: ignore[import-untyped]  # noqa: PLC0415 (the [node] extra)
+        import pynvml  # type: ignore[import-untyped]  # noqa: PLC0415 (the k8s extra)
     except ImportError:
         raise OSError(
-            "NVML bindings missing: install arkgpu[node] (nvidia-ml-py), or set nvml = false"
+            "NVML bindings missing: install arkgpu[k8s] (nvidia-ml-py), or set nvml = false"
         ) from None
     return pynvml
 
