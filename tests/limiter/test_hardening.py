@@ -68,7 +68,9 @@ def test_no_reader_ever_acts_on_a_half_written_limits_record(
     for reply in replies:
         assert reply[0] == "mixed", reply
         mixed, reads, generations = int(reply[1]), int(reply[3]), int(reply[5])
-        assert reads > 10_000, reply
+        # thousands of reads; under ASan on a loaded 2-core CI machine a reader
+        # managed 9,216 in 1.5 s, so the bound leaves a tenfold margin
+        assert reads > 1_000, reply
         assert generations > 10, reply  # it read while the writer wrote
         assert mixed == 0, f"{mixed} of {reads} reads acted on a mixed record"
 
@@ -175,8 +177,8 @@ def test_a_holder_killed_mid_update_at_any_lock_site_blocks_no_one(
     holder.proc.wait()
     other = probes(box)
     start = time.monotonic()
-    assert other.ask(f"alloc alloc {7 * MiB}", timeout=5.0).startswith("ok")
-    assert time.monotonic() - start < 1.0
+    assert other.ask(f"alloc alloc {7 * MiB}", timeout=10.0).startswith("ok")
+    assert time.monotonic() - start < 3.0  # recovered at once, not after the 60 s hold
     assert other.ask(f"alloc alloc {2 * MiB}").startswith("ok")
     assert other.ask(f"alloc alloc {2 * MiB}") == "oom"
     usage = read_usage(box.region)
