@@ -35,7 +35,12 @@ with urllib3's default of 10 each bind past the tenth opened and dropped a TLS c
 
 
 def load_client(kubeconfig: Path | None) -> client.ApiClient:
-    """A client of the kubeconfig given, or of the pod's service account when None."""
+    """A client of the kubeconfig given, or of the pod's service account when None.
+
+    Every ArkGPU component loads its client here. The configuration is the client's own
+    (never the ``kubernetes`` package's global default), so two clients never share one.
+    A missing or malformed kubeconfig, or no service account, is a one-line ValueError.
+    """
     configuration = client.Configuration()
     try:
         if kubeconfig is None:
@@ -44,7 +49,10 @@ def load_client(kubeconfig: Path | None) -> client.ApiClient:
             config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
     except Exception as exc:  # ConfigException, a missing or malformed file
         where = str(kubeconfig) if kubeconfig else "in-cluster service account (no kubeconfig)"
-        raise ValueError(f"{where}: cannot load the API server's configuration ({exc})") from None
+        reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise ValueError(
+            f"{where}: cannot load the API server's configuration ({reason})"
+        ) from None
     configuration.connection_pool_maxsize = POOL_SIZE
     return client.ApiClient(configuration)
 

@@ -65,20 +65,12 @@ class KubernetesApi:
     """:class:`PodApi` and :class:`NodeApi` over the official ``kubernetes`` client."""
 
     def __init__(self, kubeconfig: Path | None) -> None:
-        from kubernetes import client, config  # noqa: PLC0415 (the [k8s] extra)
+        """The API server of ``kubeconfig`` (None: the pod's service account)."""
+        from kubernetes import client  # noqa: PLC0415 (the [k8s] extra)
 
-        try:
-            if kubeconfig is None:
-                config.load_incluster_config()  # type: ignore[no-untyped-call]
-                self._client = client.ApiClient()
-            else:
-                load = config.new_client_from_config
-                self._client = load(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
-        except (config.ConfigException, OSError) as exc:
-            where = (
-                f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster config (no kubeconfig)"
-            )
-            raise ValueError(f"{where}: {' '.join(str(exc).split())}") from None
+        from arkgpu.k8s.cluster.kube import load_client  # noqa: PLC0415
+
+        self._client = load_client(kubeconfig)
         self._core = client.CoreV1Api(self._client)
 
     def pods_on_node(self, node: str) -> list[PodInfo]:

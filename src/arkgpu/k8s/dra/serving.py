@@ -23,20 +23,6 @@ from arkgpu.k8s.dra.slices import devices
 from arkgpu.k8s.gpus import AssumedGpus, GpuSource, NvmlGpus
 
 
-def api_client(config: DraConfig) -> Any:
-    """A client of the official ``kubernetes`` package: the kubeconfig, or in-cluster."""
-    from kubernetes import client  # noqa: PLC0415 (the k8s extra)
-    from kubernetes import config as loaders  # noqa: PLC0415
-
-    kube_config: Any = loaders  # its loaders carry no types
-    conf = client.Configuration()
-    if config.kubeconfig is not None:
-        kube_config.load_kube_config(config_file=str(config.kubeconfig), client_configuration=conf)
-    else:
-        kube_config.load_incluster_config(client_configuration=conf)
-    return client.ApiClient(conf)
-
-
 def gpu_source(config: DraConfig) -> GpuSource:
     """NVML, or the assumed GPUs (config ``nvml = false``)."""
     return NvmlGpus() if config.nvml else AssumedGpus(config.gpus, config.gpu_memory_mib)
@@ -65,10 +51,12 @@ def start_plugin(config: DraConfig, client: Any, found: Sequence[InventoryGpu]) 
 
 def serve(config: DraConfig) -> int:
     """Run until SIGTERM or SIGINT; 0 on a clean stop."""
+    from arkgpu.k8s.cluster.kube import load_client  # noqa: PLC0415 (the k8s extra)
+
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    client = api_client(config)
+    client = load_client(config.kubeconfig)
     publisher = Publisher(KubernetesSlices(client), config.node_name, config.driver_name)
     source = gpu_source(config)
     found = source.scan()

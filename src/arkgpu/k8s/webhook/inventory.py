@@ -82,24 +82,6 @@ class GpuMemoryIndex:
         return self._listed
 
 
-def api_client(kubeconfig: Path | None) -> Any:
-    """A ``kubernetes.client.ApiClient`` from ``kubeconfig``, or the pod's service account."""
-    from kubernetes import client, config  # noqa: PLC0415 (only when nodes are watched)
-
-    configuration = client.Configuration()
-    try:
-        if kubeconfig is None:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                str(kubeconfig), client_configuration=configuration
-            )
-    except (config.ConfigException, OSError, TypeError, ValueError) as exc:
-        source = kubeconfig or "the in-cluster service account (no kubeconfig set)"
-        raise ValueError(f"kubeconfig: cannot use {source}: {_line(exc)}") from None
-    return client.ApiClient(configuration)
-
-
 def _line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300] or type(exc).__name__
 
@@ -116,11 +98,14 @@ class NodeWatcher:
         self._thread = threading.Thread(target=self._run, name="node-watch", daemon=True)
 
     @classmethod
-    def connect(cls, api: Any, index: GpuMemoryIndex) -> NodeWatcher:
-        """A watcher over ``api`` (a ``kubernetes.client.ApiClient``)."""
-        from kubernetes import client, watch  # noqa: PLC0415
+    def connect(cls, kubeconfig: Path | None, index: GpuMemoryIndex) -> NodeWatcher:
+        """A watcher over the API server of ``kubeconfig`` (None: the pod's service account)."""
+        from kubernetes import client, watch  # noqa: PLC0415 (only when nodes are watched)
 
-        return cls(client.CoreV1Api(api), watch.Watch(), index)  # type: ignore[no-untyped-call]
+        from arkgpu.k8s.cluster.kube import load_client  # noqa: PLC0415
+
+        api = client.CoreV1Api(load_client(kubeconfig))
+        return cls(api, watch.Watch(), index)  # type: ignore[no-untyped-call]
 
     def start(self) -> None:
         """Lists and watches on a background thread."""

@@ -26,7 +26,7 @@ from arkgpu.k8s.jsonhttp import JsonServer, ServerConfig
 from arkgpu.k8s.tls import CertificateReloader
 from arkgpu.k8s.webhook.admitting import Admission
 from arkgpu.k8s.webhook.config import WebhookConfig
-from arkgpu.k8s.webhook.inventory import GpuMemoryIndex, NodeWatcher, api_client
+from arkgpu.k8s.webhook.inventory import GpuMemoryIndex, NodeWatcher
 from arkgpu.k8s.webhook.mutating import Mutation
 from arkgpu.k8s.webhook.validating import Rules
 from arkgpu.predictor import Predictor, default_predictor
@@ -70,7 +70,7 @@ def start_webhook(config: WebhookConfig, registry: CollectorRegistry) -> Running
     watcher = None
     fixed = config.limits.max_gpu_memory_mib
     if fixed is None:
-        watcher = NodeWatcher.connect(api_client(config.kubeconfig), GpuMemoryIndex())
+        watcher = NodeWatcher.connect(config.kubeconfig, GpuMemoryIndex())
     admission = Admission(
         Mutation(config.scheduler_name, config.defaults),
         rules,
