@@ -7,60 +7,27 @@ proto must be the kubelet's file byte for byte (its SHA-256 is in the README).
 
 from __future__ import annotations
 
-import hashlib
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[3] / "src"
+from k8s.stubs import drifted, recorded_in_readme, regenerate
+
 ROOT = Path("arkgpu/k8s/proto_dra")
 PROTOS = (ROOT / "dra/v1/api.proto", ROOT / "pluginregistration/v1/api.proto")
-GENERATED = ("api_pb2.py", "api_pb2.pyi", "api_pb2_grpc.py")
-VERSION_LINE = re.compile(
-    r"Protobuf Python Version: .*|^\s+\d+,$|GRPC_GENERATED_VERSION = '.*'", re.MULTILINE
-)
-"""Lines that name the generator's version rather than anything of the proto."""
-
-
-def _normalised(text: str) -> str:
-    return VERSION_LINE.sub("<version>", text)
 
 
 def test_regenerating_from_the_vendored_protos_gives_the_committed_stubs(tmp_path: Path) -> None:
     """protoc (grpcio-tools) run as the README says writes the same six files."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "grpc_tools.protoc",
-            f"-I{SRC}",
-            f"--python_out={tmp_path}",
-            f"--pyi_out={tmp_path}",
-            f"--grpc_python_out={tmp_path}",
-            *(str(SRC / proto) for proto in PROTOS),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = regenerate(PROTOS, tmp_path)
     assert done.returncode == 0, done.stderr
-    for proto in PROTOS:
-        for name in GENERATED:
-            fresh = (tmp_path / proto.parent / name).read_text(encoding="utf-8")
-            committed = (SRC / proto.parent / name).read_text(encoding="utf-8")
-            assert _normalised(fresh) == _normalised(committed), f"{proto.parent / name} differs"
+    assert drifted(PROTOS, tmp_path) == [], "regenerate the stubs (README)"
 
 
 @pytest.mark.parametrize("proto", PROTOS, ids=lambda p: str(p.parent))
 def test_vendored_proto_is_the_kubelets_file(proto: Path) -> None:
     """The proto's SHA-256 is the one the README records for k8s.io/kubelet v0.37.2."""
-    readme = (SRC / ROOT / "README.md").read_text(encoding="utf-8")
-    digest = hashlib.sha256((SRC / proto).read_bytes()).hexdigest()
-    assert f"sha256 `{digest}`" in readme
+    assert recorded_in_readme(proto, ROOT / "README.md")
 
 
 def test_the_services_have_the_kubelets_method_paths() -> None:
