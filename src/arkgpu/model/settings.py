@@ -5,6 +5,11 @@ settings in a frozen dataclass and reads them from a TOML file. A table maps
 each TOML key to a parser from this module; :func:`parsed` applies them and
 turns any refusal into a ``ValueError`` that names the file and the field, and
 an unknown key into one listing the known keys.
+
+Each component's ``load_config`` is :func:`load_settings` with its own
+``config_from_dict(table, source)``: reading the file and its TOML is here, once,
+and every error of either is one line that names the file; the field parsing
+and the checks across fields stay with the component.
 """
 
 from __future__ import annotations
@@ -12,10 +17,11 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 Parser = Callable[[object], Any]
 """Turns a TOML value into a field's value; TypeError (the reason) when it cannot."""
+Settings = TypeVar("Settings")
 
 
 def number(low: float, high: float | None = None) -> Parser:
@@ -101,3 +107,20 @@ def read_toml(file: Path) -> dict[str, Any]:
         return tomllib.loads(content)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{file}: not valid TOML ({exc})") from None
+
+
+def load_settings(file: Path, build: Callable[[dict[str, Any], str], Settings]) -> Settings:
+    """``build(table, source)`` of the TOML table in ``file``, ``source`` being the file's name.
+
+    Every error, the file's (unreadable, not UTF-8, not TOML) and the fields' (``build``
+    prefixes its messages with ``source``), is a ValueError of one line naming the file.
+    """
+    return build(read_toml(file), str(file))
+
+
+def subtable(top: dict[str, Any], key: str, source: str) -> dict[str, Any]:
+    """Pops the table ``[key]`` from ``top`` (empty when absent); ValueError when not a table."""
+    value = top.pop(key, {})
+    if not isinstance(value, dict):
+        raise ValueError(f"{source}: field {key}: expected a table, got {value!r}")
+    return value

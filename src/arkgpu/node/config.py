@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from arkgpu.colocation.adjusting import AdjustmentConfig
+from arkgpu.model import settings
 from arkgpu.model.gpus import REFERENCE_GPU
-from arkgpu.model.settings import Parser, boolean, integer, number, parsed, path, read_toml, text
+from arkgpu.model.settings import Parser, boolean, integer, number, parsed, path, subtable, text
 
 LOCK_NAME = ".arkgpu-node.lock"
 """Name of the lock file in the regions directory (when ``lock_file`` is not set)."""
@@ -105,9 +106,7 @@ ADJUSTMENT_PARSERS: dict[str, Parser] = {
 def config_from_dict(table: dict[str, Any], source: str = "config") -> NodeConfig:
     """The configuration a parsed TOML table describes (ValueError naming the field)."""
     top = dict(table)
-    adjustment = top.pop("adjustment", {})
-    if not isinstance(adjustment, dict):
-        raise ValueError(f"{source}: field adjustment: expected a table, got {adjustment!r}")
+    adjustment = subtable(top, "adjustment", source)
     values = parsed(top, PARSERS, f"{source}: ")
     law = parsed(adjustment, ADJUSTMENT_PARSERS, f"{source}: [adjustment] ")
     config = replace(NodeConfig(**values), adjustment=replace(AdjustmentConfig(), **law))
@@ -127,7 +126,7 @@ def config_from_dict(table: dict[str, Any], source: str = "config") -> NodeConfi
 
 def load_config(path: Path) -> NodeConfig:
     """Read ``path`` (TOML); ValueError with one line naming the file and the field."""
-    return config_from_dict(read_toml(path), str(path))
+    return settings.load_settings(path, config_from_dict)
 
 
 def field_names() -> list[str]:

@@ -12,7 +12,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from arkgpu.model.settings import Parser, boolean, integer, number, parsed, path, read_toml, text
+from arkgpu.model import settings
+from arkgpu.model.settings import Parser, boolean, integer, number, parsed, path, text
 
 NODE_NAME_VARIABLE = "NODE_NAME"
 """Environment variable giving the node's name when ``node_name`` is not set (the
@@ -124,7 +125,9 @@ def config_from_dict(
 
 def load_config(file: Path, environ: dict[str, str] | None = None) -> DevicePluginConfig:
     """Read ``file`` (TOML); ValueError with one line naming the file and the field."""
-    return config_from_dict(read_toml(file), str(file), environ)
+    return settings.load_settings(
+        file, lambda table, source: config_from_dict(table, source, environ)
+    )
 
 
 def field_names() -> list[str]:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from arkgpu.model.settings import Parser, boolean, integer, number, parsed, path, read_toml, text
+from arkgpu.model import settings
+from arkgpu.model.settings import Parser, boolean, integer, number, parsed, path, text
 
 NODE_NAME_VARIABLE = "NODE_NAME"
 """Environment variable naming the node when ``node_name`` is not set (the Downward API)."""
@@ -143,7 +144,7 @@ def config_from_dict(
 
 def load_config(file: Path, env: Mapping[str, str] | None = None) -> DraConfig:
     """Read ``file`` (TOML); ValueError with one line naming the file and the field."""
-    return config_from_dict(read_toml(file), str(file), env)
+    return settings.load_settings(file, lambda table, source: config_from_dict(table, source, env))
 
 
 def field_names() -> list[str]:

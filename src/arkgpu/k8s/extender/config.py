@@ -13,8 +13,9 @@ from typing import Any
 
 from arkgpu.k8s.contract import PERCENT_FULL, SCHEDULER_NAME
 from arkgpu.k8s.jsonhttp import ServerConfig
+from arkgpu.model import settings
 from arkgpu.model.gpus import REFERENCE_GPU
-from arkgpu.model.settings import Parser, boolean, integer, number, parsed, path, read_toml, text
+from arkgpu.model.settings import Parser, boolean, integer, number, parsed, path, text
 from arkgpu.placement import POLICIES
 
 DEFAULT_POLICY = "arkgpu"
@@ -120,7 +121,7 @@ def config_from_dict(table: dict[str, Any], source: str = "config") -> ExtenderC
 
 def load_config(file: Path) -> ExtenderConfig:
     """Read ``file`` (TOML); ValueError with one line naming the file and the field."""
-    return config_from_dict(read_toml(file), str(file))
+    return settings.load_settings(file, config_from_dict)
 
 
 def field_names() -> list[str]:

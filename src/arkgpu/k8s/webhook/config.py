@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from arkgpu.k8s import contract
-from arkgpu.model.settings import Parser, choice, integer, number, parsed, path, read_toml, text
+from arkgpu.model import settings
+from arkgpu.model.settings import Parser, choice, integer, number, parsed, path, subtable, text
 
 PERCENT = (1, contract.PERCENT_FULL)
 
@@ -102,18 +103,11 @@ LIMITS_PARSERS: dict[str, Parser] = {
 }
 
 
-def _table(top: dict[str, Any], key: str, source: str) -> dict[str, Any]:
-    value = top.pop(key, {})
-    if not isinstance(value, dict):
-        raise ValueError(f"{source}: field {key}: expected a table, got {value!r}")
-    return value
-
-
 def config_from_dict(table: dict[str, Any], source: str = "config") -> WebhookConfig:
     """The configuration a parsed TOML table describes (ValueError naming the field)."""
     top = dict(table)
-    defaults = parsed(_table(top, "defaults", source), DEFAULTS_PARSERS, f"{source}: [defaults] ")
-    limits = parsed(_table(top, "limits", source), LIMITS_PARSERS, f"{source}: [limits] ")
+    defaults = parsed(subtable(top, "defaults", source), DEFAULTS_PARSERS, f"{source}: [defaults] ")
+    limits = parsed(subtable(top, "limits", source), LIMITS_PARSERS, f"{source}: [limits] ")
     values = parsed(top, PARSERS, f"{source}: ")
     for name in ("tls_cert_file", "tls_key_file"):
         if name not in values:
@@ -135,7 +129,7 @@ def config_from_dict(table: dict[str, Any], source: str = "config") -> WebhookCo
 
 def load_config(file: Path) -> WebhookConfig:
     """Read ``file`` (TOML); ValueError with one line naming the file and the field."""
-    return config_from_dict(read_toml(file), str(file))
+    return settings.load_settings(file, config_from_dict)
 
 
 def field_names() -> list[str]:
