@@ -17,6 +17,10 @@ milli-GPUs:
   ``arkgpu``; the e2e tests' scheduler configuration: the extender's score alone);
   allocated = the ``share_bp`` of the bound pods' assignments. CPU-only pods go to the
   default scheduler, as the webhook leaves them.
+- ``extender_all``: the same, but CPU-only pods too go through the extender (they name
+  ``nvidia.com/gpu: 0``, so kube-scheduler calls it for them), as the simulator places
+  every pod with the policy: it separates the policy from the default scheduler's
+  placement of the CPU pods.
 """
 
 from __future__ import annotations
@@ -75,7 +79,7 @@ def create_node(api: k8s.ApiClient, path: str, node: Node) -> str:
     core = k8s.CoreV1Api(api)
     core.patch_node_status(name, {"status": {"capacity": resources, "allocatable": resources}})
     meta: dict[str, Any] = {"labels": {PATH_LABEL: path}}
-    if path == "extender" and node.num_gpu:
+    if path.startswith("extender") and node.num_gpu:
         inventory = NodeInventory(tuple(_gpus(name, node)))
         meta["annotations"] = {ANNOTATION_INVENTORY: inventory.to_json()}
     elif node.num_gpu:
@@ -94,10 +98,13 @@ def submit(api: k8s.ApiClient, path: str, namespace: str, index: int, pod: Pod) 
     name = f"p{index:05d}"
     spec: dict[str, Any] = {"nodeSelector": {PATH_LABEL: path}, "containers": [_container(pod)]}
     cores = str(pod.gpu_milli // 10)
-    if pod.num_gpu and path == "extender":
-        limits = {RESOURCE_GPU: str(pod.num_gpu), RESOURCE_GPUCORES: cores, RESOURCE_GPUMEM: "256"}
-        spec["containers"][0]["resources"]["limits"] = limits
-        spec["schedulerName"] = SCHEDULER_NAME
+    if path.startswith("extender"):
+        if pod.num_gpu or path == "extender_all":
+            limits = {RESOURCE_GPU: str(pod.num_gpu)}
+            if pod.num_gpu:  # extender_all: a CPU pod names nvidia.com/gpu 0, to be asked
+                limits.update({RESOURCE_GPUCORES: cores, RESOURCE_GPUMEM: "256"})
+            spec["containers"][0]["resources"]["limits"] = limits
+            spec["schedulerName"] = SCHEDULER_NAME
     elif pod.num_gpu:
         request = {
             "name": "gpu",
@@ -128,7 +135,7 @@ def _claims(api: k8s.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
 
 def allocated_milli(api: k8s.ApiClient, path: str, namespace: str) -> int:
     """GPU compute the path's scheduler allocated, milli-GPUs."""
-    if path != "extender":
+    if not path.startswith("extender"):
         loads = [
             int(result["consumedCapacity"]["cores"])
             for claim in _claims(api, namespace)

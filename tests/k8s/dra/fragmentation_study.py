@@ -54,7 +54,7 @@ from .fragmentation_paths import (
 
 STRIDE = 12
 """Every 12th node of the default list (1213 nodes): 100 nodes, the same model mix."""
-PATHS = ("dra", "dra_pack", "extender")
+PATHS = ("dra", "dra_pack", "extender", "extender_all")
 
 
 def cluster(seed: int) -> tuple[list[Node], list[Pod], ExperimentConfig]:
@@ -131,7 +131,7 @@ def run_path(
         namespace = _namespace(api, path)
         t0 = time.monotonic()
         names = {create_node(api, path, node): node for node in nodes}
-        if path == "extender":
+        if path.startswith("extender"):
             stack.enter_context(extender_scheduler(plane, bin_dir))
         if path == "dra_pack":
             stack.enter_context(reordering(api, names))
