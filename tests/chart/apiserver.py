@@ -30,14 +30,21 @@ PATHS = {
     "rbac.authorization.k8s.io/v1": "/apis/rbac.authorization.k8s.io/v1",
     "admissionregistration.k8s.io/v1": "/apis/admissionregistration.k8s.io/v1",
     "batch/v1": "/apis/batch/v1",
+    "resource.k8s.io/v1": "/apis/resource.k8s.io/v1",
 }
 CLUSTER_SCOPED = {
     "ClusterRole",
     "ClusterRoleBinding",
     "MutatingWebhookConfiguration",
     "ValidatingWebhookConfiguration",
+    "DeviceClass",
 }
-PLURALS = {"ServiceAccount": "serviceaccounts", "Service": "services", "Secret": "secrets"}
+PLURALS = {
+    "ServiceAccount": "serviceaccounts",
+    "Service": "services",
+    "Secret": "secrets",
+    "DeviceClass": "deviceclasses",
+}
 
 
 def dry_run_create(api: k8s.ApiClient, doc: Manifest, namespace: str) -> tuple[int, str]:

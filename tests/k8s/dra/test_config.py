@@ -17,6 +17,7 @@ def test_defaults_and_node_name_from_the_environment() -> None:
     assert config.nvml is True
     assert config.memory_step_mib == 256
     assert config.cores_step == 5
+    assert config.device_order == "index"
 
 
 def test_a_file_sets_every_field(tmp_path: Path) -> None:
@@ -25,13 +26,14 @@ def test_a_file_sets_every_field(tmp_path: Path) -> None:
     file.write_text(
         'node_name = "n1"\nkubeconfig = "/k"\nnvml = false\ngpus = 2\n'
         "gpu_memory_mib = 8192\nmemory_step_mib = 512\ncores_step = 10\nresync_s = 2.5\n"
-        'driver_name = "gpu.example.com"\ndelete_on_exit = false\n'
+        'driver_name = "gpu.example.com"\ndelete_on_exit = false\ndevice_order = "pack"\n'
     )
     config = load_config(file, {})
     assert (config.node_name, config.kubeconfig, config.gpus) == ("n1", Path("/k"), 2)
     assert (config.memory_step_mib, config.cores_step, config.resync_s) == (512, 10, 2.5)
     assert (config.driver_name, config.delete_on_exit) == ("gpu.example.com", False)
-    assert len(field_names()) == 16
+    assert config.device_order == "pack"
+    assert len(field_names()) == 17
 
 
 @pytest.mark.parametrize(
@@ -44,6 +46,7 @@ def test_a_file_sets_every_field(tmp_path: Path) -> None:
         ({"node_name": "n", "resync_s": 0}, "resync_s"),
         ({"node_name": "n", "nvml": False, "gpu_memory_mib": 100}, "memory_step_mib"),
         ({"node_name": "n", "gpus": "two"}, "gpus"),
+        ({"node_name": "n", "device_order": "spread"}, "device_order"),
         ({"node_name": "n", "plugin_dir": "/" + "x" * 120}, "plugin_dir"),
     ],
 )

@@ -14,8 +14,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from arkgpu.k8s.dra.ordering import DEVICE_ORDERS
 from arkgpu.model import settings
-from arkgpu.model.settings import Parser, boolean, integer, number, parsed, path, text
+from arkgpu.model.settings import Parser, boolean, choice, integer, number, parsed, path, text
 
 NODE_NAME_VARIABLE = "NODE_NAME"
 """Environment variable naming the node when ``node_name`` is not set (the Downward API)."""
@@ -52,7 +53,13 @@ class DraConfig:
     """Granularity of the ``cores`` capacity, percent of the GPU's compute (default 5: the
     limiter's share control is coarser than 1 % under load)."""
     resync_s: float = 10.0
-    """Seconds between two NVML scans that keep the slice current (default 10)."""
+    """Seconds between two NVML scans that keep the slice current (default 10); with
+    ``device_order = "pack"`` also how often the order follows the GPUs' loads."""
+    device_order: str = "index"
+    """Order of the GPUs in the slice, which kube-scheduler's allocator walks taking the
+    first that fits: ``index`` (default, by NVML index) or ``pack`` (most-loaded GPU with
+    room first, from the allocated claims; needs list on resourceclaims;
+    arkgpu.k8s.dra.ordering)."""
     delete_on_exit: bool = True
     """Delete this node's slice on SIGTERM (default true: a stopped driver's GPUs cannot be
     prepared, so kube-scheduler should stop allocating them)."""
@@ -96,6 +103,7 @@ PARSERS: dict[str, Parser] = {
     "memory_step_mib": integer(1),
     "cores_step": integer(1, 100),
     "resync_s": number(0.0, 3600.0),
+    "device_order": choice(*DEVICE_ORDERS),
     "delete_on_exit": boolean,
     "kubelet_plugin": boolean,
     "registry_dir": path,

@@ -18,7 +18,8 @@ from typing import Any
 
 from arkgpu.k8s.contract import InventoryGpu
 from arkgpu.k8s.dra.config import DraConfig
-from arkgpu.k8s.dra.publishing import KubernetesSlices, Publisher
+from arkgpu.k8s.dra.ordering import device_loads, ordered
+from arkgpu.k8s.dra.publishing import KubernetesClaimList, KubernetesSlices, Publisher
 from arkgpu.k8s.dra.slices import devices
 from arkgpu.k8s.gpus import AssumedGpus, GpuSource, NvmlGpus
 
@@ -49,6 +50,17 @@ def start_plugin(config: DraConfig, client: Any, found: Sequence[InventoryGpu]) 
     return server
 
 
+def slice_devices(
+    config: DraConfig, found: Sequence[InventoryGpu], claims: KubernetesClaimList | None
+) -> list[dict[str, Any]]:
+    """The slice's devices in ``device_order`` (the loads read from ``claims`` for pack)."""
+    listed = devices(found, config.memory_step_mib, config.cores_step)
+    if claims is None:
+        return ordered(listed, {}, config.device_order)
+    loads = device_loads(claims.list(), config.driver_name, config.node_name)
+    return ordered(listed, loads, config.device_order)
+
+
 def serve(config: DraConfig) -> int:
     """Run until SIGTERM or SIGINT; 0 on a clean stop."""
     from arkgpu.k8s.cluster.kube import load_client  # noqa: PLC0415 (the k8s extra)
@@ -61,11 +73,12 @@ def serve(config: DraConfig) -> int:
     source = gpu_source(config)
     found = source.scan()
     server = start_plugin(config, client, found) if config.kubelet_plugin else None
-    step = (config.memory_step_mib, config.cores_step)
-    _say(f"{publisher.reconcile(devices(found, *step))} {publisher.name} ({len(found)} GPUs)")
+    claims = KubernetesClaimList(client) if config.device_order == "pack" else None
+    first = publisher.reconcile(slice_devices(config, found, claims))
+    _say(f"{first} {publisher.name} ({len(found)} GPUs, {config.device_order} order)")
     while not stop.wait(config.resync_s):
         try:
-            outcome = publisher.reconcile(devices(source.scan(), *step))
+            outcome = publisher.reconcile(slice_devices(config, source.scan(), claims))
         except Exception as exc:  # the API server or NVML may be away a while
             _say(f"resync failed, retrying in {config.resync_s:g} s: {exc}")
             continue
