@@ -45,14 +45,37 @@ def script_file(model: str) -> tuple[str, Path] | None:
     return None
 
 
+SYSTEM_PYTHON = "/usr/bin/python3"
+"""The interpreter a worker running as another user falls back to when it cannot run ours."""
+
+
+def interpreter(user: int | None) -> tuple[str, dict[str, str]]:
+    """The interpreter the worker's ``user`` can run, and environment to add.
+
+    As root the worker runs as nobody, who may not reach this interpreter (a
+    virtual environment whose Python lies under /root); then the system
+    ``python3`` runs it with this process's ``sys.path`` (where torch is found).
+    """
+    if user is None:
+        return sys.executable, {}
+    try:
+        subprocess.run([sys.executable, "-c", "pass"], user=user, check=True, timeout=60)
+    except (PermissionError, subprocess.CalledProcessError):
+        return SYSTEM_PYTHON, {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    return sys.executable, {}
+
+
 class TorchWorker:
     """A PyTorch worker process (:mod:`arkgpu.profiling.torch_worker`)."""
 
     def __init__(self, spec: dict[str, Any], env: dict[str, str], user: int | None, log: Path):
         self.log = log
+        python, extra = interpreter(user)
+        if extra:
+            env = {**env, "PYTHONPATH": os.pathsep.join((env["PYTHONPATH"], extra["PYTHONPATH"]))}
         with log.open("w") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "arkgpu.profiling.torch_worker", json.dumps(spec)],
+                [python, "-m", "arkgpu.profiling.torch_worker", json.dumps(spec)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,
@@ -60,8 +83,12 @@ class TorchWorker:
                 env=env,
                 user=user,
             )
-        if not self._reply(READY_TIMEOUT_S).get("ready"):
+        ready = self._reply(READY_TIMEOUT_S)
+        if not ready.get("ready"):
+            self.close()
             raise OSError(f"the PyTorch worker did not start: {last_line(log)} (log: {log})")
+        self.device = str(ready.get("device", ""))
+        """What the worker says of its GPU (``torch.cuda.get_device_name()``)."""
 
     def _reply(self, timeout_s: float) -> dict[str, Any]:
         assert self.proc.stdout is not None
@@ -93,6 +120,8 @@ class TorchWorker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=30)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 class TorchBackend:
