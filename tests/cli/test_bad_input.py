@@ -239,6 +239,36 @@ NODE_CASES: tuple[Case, ...] = (
     ),
 )
 
+PROFILE = ("profile", "run", "--backend", "fake", "--out", "{tmp}/profile")
+PROFILE_CASES: tuple[Case, ...] = (
+    Case(
+        "profile run --models: an unknown fake model",
+        (*PROFILE, "--models", "nosuchnet"),
+        "--models",
+        "--models",
+    ),
+    Case(
+        "profile run --models: the same model twice",
+        (*PROFILE, "--models", "fake-tiny,fake-tiny"),
+        "--models",
+        "--models",
+    ),
+    Case(
+        "profile run --models: a TorchScript file that does not exist",
+        ("profile", "run", "--models", "net={tmp}/none.pt", "--out", "{tmp}/profile"),
+        "none.pt",
+        "--models",
+    ),
+    Case(
+        "profile run --pairs: a model not in --models",
+        (*PROFILE, "--models", "fake-tiny", "--pairs", "fake-tiny+nosuch"),
+        "--pairs",
+        "--pairs",
+    ),
+    Case("profile run --gpu: an empty name", (*PROFILE, "--gpu", " "), "--gpu", "--gpu"),
+)
+
+
 WEBHOOK_CASES: tuple[Case, ...] = (
     Case(
         "webhook run --config: a missing file",
@@ -409,6 +439,7 @@ CASES: tuple[Case, ...] = (
         "--plot",
     ),
     *NODE_CASES,
+    *PROFILE_CASES,
     *WEBHOOK_CASES,
     *DEVICE_PLUGIN_CASES,
     *DRA_CASES,
