@@ -31,9 +31,10 @@ class Timing:
     """Batches run and thrown away before measuring, s: the first batches of a
     share pay for the pacing bucket filling and cuDNN picking kernels; 0.5 s is
     tens of batches of a vision model."""
-    measure_s: float = 4.0
-    """Measuring window of one point, s: 4 s holds 100+ batches of a 30 ms batch,
-    enough for a median and a rough p99, and keeps the default plan within 15 min."""
+    measure_s: float = 3.0
+    """Measuring window of one point, s: 3 s holds 100 batches of a 30 ms batch,
+    enough for a median and a rough p99, and keeps the default plan near 6.5 min
+    (one 10-minute command of a lent GPU machine, with room to spare)."""
     min_iterations: int = 10
     """Fewest measured batches per point, even past ``measure_s`` (a slow batch)."""
     max_iterations: int = 5_000
@@ -179,7 +180,7 @@ TORCH_DEFAULT = Plan(
 """The default plan on a real GPU: 4 torchvision models x 4 batches x 4 shares (64
 solo points; models and shares as in the shipped V100 and A100 profiles, so
 cross-GPU comparisons have common keys) and the 6 pairs at batch 4 on 3 share
-splits (18 pair points): 82 points x 4.8 s + 4 workers x 20 s = about 7.9 min,
+splits (18 pair points): 82 points x 3.8 s + 4 workers x 20 s = about 6.5 min,
 within 15 min with room for slow batches and model loading."""
 
 FAKE_DEFAULT = Plan(

@@ -174,7 +174,8 @@ def run_plan(profiler: Profiler, out: Path, display: Display) -> Summary:
             for number, point in enumerate(pending, 1):
                 t0, before = time.monotonic(), len(workers.running)
                 measured = profiler.measure(workers, point)
-                folder.save(point, measured, {"label": point.label()})
+                extra = {"label": point.label(), "timing": asdict(profiler.plan.timing)}
+                folder.save(point, measured, {**extra, "finished": _now()})
                 files = folder.write_profiles(profiler.identity, profiler.source_text())
                 eta.record(time.monotonic() - t0, (len(workers.running) - before) * startup)
                 done = len(points) - len(pending) + number
@@ -192,6 +193,10 @@ def run_plan(profiler: Profiler, out: Path, display: Display) -> Summary:
         solo_file=files[0] if files else None,
         pair_file=files[1] if files else None,
     )
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _models(point: Point) -> list[str]:
