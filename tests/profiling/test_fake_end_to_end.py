@@ -146,3 +146,32 @@ def test_a_finished_plan_reruns_as_a_no_op_and_dry_run_measures_nothing(
     assert dry.returncode == 0, dry.stderr
     assert "1 solo + 0 pair points" in dry.stdout
     assert not (workdir / "dry" / "points").exists()
+
+
+@pytest.mark.timeout(300)
+def test_sigterm_stops_the_run_cleanly_keeping_finished_points(
+    workdir: Path, fake_env: dict[str, str]
+) -> None:
+    """SIGTERM: exit 130 with one line, the workers' regions removed, finished points kept."""
+    out = workdir / "out"
+    args = ["profile", "run", "--backend", "fake", "--models", "fake-tiny", "--batches", "1,2,4"]
+    args += ["--shares", "0.25,0.5,1", *QUICK, "--out", str(out)]
+    proc = subprocess.Popen(
+        [*arkgpu_command(), *args],
+        env=fake_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not list((out / "points").glob("*.json")) and time.monotonic() < deadline:
+        assert proc.poll() is None, "the run ended before it could be stopped"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.splitlines()[-1] == "arkgpu: interrupted"
+    assert list((workdir / "tmp").iterdir()) == []  # regions and worker homes removed
+    kept = list((out / "points").glob("*.json"))
+    assert 1 <= len(kept) < 9
+    assert len(load_solo_profiles(out)) == len(kept)

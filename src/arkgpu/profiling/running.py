@@ -81,9 +81,9 @@ class Summary:
     """Points measured by this run."""
     seconds: float
     """Wall time of this run, s."""
-    solo_file: Path | None
-    """The canonical solo profile (None when no point was ever finished)."""
-    pair_file: Path | None
+    solo_file: Path
+    """The canonical solo profile (header only when no point was ever finished)."""
+    pair_file: Path
     """The canonical pair profile."""
 
 
@@ -168,7 +168,6 @@ def run_plan(profiler: Profiler, out: Path, display: Display) -> Summary:
     models = {m for p in pending for m in _models(p)}
     eta = Eta(point_s(profiler.plan.timing), len(models) * startup)
     display.start(len(points), len(points) - len(pending), eta.left_s(len(pending)))
-    files: tuple[Path, Path] | None = None
     try:
         with Workers(profiler.backend, logs) as workers:
             for number, point in enumerate(pending, 1):
@@ -176,22 +175,22 @@ def run_plan(profiler: Profiler, out: Path, display: Display) -> Summary:
                 measured = profiler.measure(workers, point)
                 extra = {"label": point.label(), "timing": asdict(profiler.plan.timing)}
                 folder.save(point, measured, {**extra, "finished": _now()})
-                files = folder.write_profiles(profiler.identity, profiler.source_text())
+                folder.write_profiles(profiler.identity, profiler.source_text())
                 eta.record(time.monotonic() - t0, (len(workers.running) - before) * startup)
                 done = len(points) - len(pending) + number
                 text = f"{point.label()}: {_text(measured)}"
                 display.point(text, done, len(points), eta.left_s(len(pending) - number))
     finally:
         display.stop()
-    if files is None and len(pending) < len(points):
+        # also when interrupted between a point's file and the profiles' rewrite
         files = folder.write_profiles(profiler.identity, profiler.source_text())
     return Summary(
         points=len(points),
         skipped=len(points) - len(pending),
         measured=len(pending),
         seconds=time.monotonic() - started,
-        solo_file=files[0] if files else None,
-        pair_file=files[1] if files else None,
+        solo_file=files[0],
+        pair_file=files[1],
     )
 
 
