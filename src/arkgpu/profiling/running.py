@@ -154,14 +154,28 @@ class Profiler:
         )
 
 
+def _open_folder(profiler: Profiler, out: Path) -> RunFolder:
+    folder = RunFolder(out)
+    (out / "logs").mkdir(exist_ok=True)
+    doc = {"gpu": asdict(profiler.identity), "backend": profiler.backend.name}
+    folder.check_run({**doc, "timing": asdict(profiler.plan.timing)})
+    return folder
+
+
+def _measure_and_save(
+    profiler: Profiler, folder: RunFolder, workers: Workers, point: Point
+) -> list[Measured]:
+    measured = profiler.measure(workers, point)
+    extra = {"label": point.label(), "timing": asdict(profiler.plan.timing)}
+    folder.save(point, measured, {**extra, "finished": _now()})
+    folder.write_profiles(profiler.identity, profiler.source_text())
+    return measured
+
+
 def run_plan(profiler: Profiler, out: Path, display: Display) -> Summary:
     """Measure every point of the plan that ``out`` does not hold yet."""
     started = time.monotonic()
-    folder = RunFolder(out)
-    logs = out / "logs"
-    logs.mkdir(exist_ok=True)
-    doc = {"gpu": asdict(profiler.identity), "backend": profiler.backend.name}
-    folder.check_run({**doc, "timing": asdict(profiler.plan.timing)})
+    folder = _open_folder(profiler, out)
     points = profiler.plan.points()
     pending = [p for p in points if not folder.done(p)]
     startup = profiler.backend.startup_s
@@ -169,29 +183,21 @@ def run_plan(profiler: Profiler, out: Path, display: Display) -> Summary:
     eta = Eta(point_s(profiler.plan.timing), len(models) * startup)
     display.start(len(points), len(points) - len(pending), eta.left_s(len(pending)))
     try:
-        with Workers(profiler.backend, logs) as workers:
+        with Workers(profiler.backend, out / "logs") as workers:
             for number, point in enumerate(pending, 1):
                 t0, before = time.monotonic(), len(workers.running)
-                measured = profiler.measure(workers, point)
-                extra = {"label": point.label(), "timing": asdict(profiler.plan.timing)}
-                folder.save(point, measured, {**extra, "finished": _now()})
-                folder.write_profiles(profiler.identity, profiler.source_text())
+                measured = _measure_and_save(profiler, folder, workers, point)
                 eta.record(time.monotonic() - t0, (len(workers.running) - before) * startup)
-                done = len(points) - len(pending) + number
                 text = f"{point.label()}: {_text(measured)}"
+                done = len(points) - len(pending) + number
                 display.point(text, done, len(points), eta.left_s(len(pending) - number))
     finally:
         display.stop()
         # also when interrupted between a point's file and the profiles' rewrite
-        files = folder.write_profiles(profiler.identity, profiler.source_text())
-    return Summary(
-        points=len(points),
-        skipped=len(points) - len(pending),
-        measured=len(pending),
-        seconds=time.monotonic() - started,
-        solo_file=files[0],
-        pair_file=files[1],
-    )
+        solo_file, pair_file = folder.write_profiles(profiler.identity, profiler.source_text())
+    skipped = len(points) - len(pending)
+    seconds = time.monotonic() - started
+    return Summary(len(points), skipped, len(pending), seconds, solo_file, pair_file)
 
 
 def _now() -> str:
