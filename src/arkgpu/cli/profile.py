@@ -75,9 +75,10 @@ def register(subparsers: Any) -> None:
     run = sub.add_parser("run", help="profile models alone and in pairs under the limiter")
     run.add_argument(
         "--backend",
+        metavar="NAME",
         choices=BACKENDS,
         default="torch",
-        help="torch: PyTorch on the real GPU; fake: kernels on the fake driver (default torch)",
+        help="torch (PyTorch on the real GPU) or fake (kernels on the fake driver); default torch",
     )
     run.add_argument(
         "--models",
@@ -87,13 +88,21 @@ def register(subparsers: Any) -> None:
         "fake-tiny, fake-small, fake-mid, fake-large or NAME:BASE_US:PER_US for fake "
         "(default: the backend's default plan, docs/PROFILING.md)",
     )
-    run.add_argument("--batches", metavar="LIST", type=BATCHES, help="batch sizes (default plan's)")
     run.add_argument(
-        "--shares", metavar="LIST", type=SHARES, help="compute shares (default plan's)"
+        "--batches", metavar="LIST", type=BATCHES, help="batch sizes (default: the plan's)"
+    )
+    run.add_argument(
+        "--shares", metavar="LIST", type=SHARES, help="compute shares (default: the plan's)"
     )
     _pair_options(run)
     _timing_options(run)
-    run.add_argument("--device", metavar="N", type=integer(0, 63), default=0, help="GPU index")
+    run.add_argument(
+        "--device",
+        metavar="N",
+        type=integer(0, 63),
+        default=0,
+        help="NVML index of the GPU (default 0)",
+    )
     run.add_argument(
         "--gpu", metavar="NAME", help="the profiles' gpu column (default: from NVML's name)"
     )
@@ -121,25 +130,37 @@ def _pair_options(run: argparse.ArgumentParser) -> None:
         help="all (every two models), none, or A+B,C+D (default all)",
     )
     run.add_argument(
-        "--pair-batches", metavar="LIST", type=BATCHES, help="batch sizes of the pairs"
+        "--pair-batches",
+        metavar="LIST",
+        type=BATCHES,
+        help="batch sizes of the pairs (default: the plan's)",
     )
     run.add_argument(
-        "--pair-shares", metavar="A:B,...", type=PAIR_SHARES, help="share splits of the pairs"
+        "--pair-shares",
+        metavar="A:B,...",
+        type=PAIR_SHARES,
+        help="share splits of the pairs (default: the plan's)",
     )
 
 
 def _timing_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
-        "--warmup-s", metavar="S", type=number(0.0, 600.0), help="warm-up per point, s"
+        "--warmup-s",
+        metavar="S",
+        type=number(0.0, 600.0),
+        help="warm-up per point, s (default: the plan's)",
     )
     run.add_argument(
         "--measure-s",
         metavar="S",
         type=number(0.0, 3600.0, low_open=True),
-        help="measuring window per point, s",
+        help="measuring window per point, s (default: the plan's)",
     )
     run.add_argument(
-        "--min-iterations", metavar="N", type=integer(1, 100_000), help="fewest batches per point"
+        "--min-iterations",
+        metavar="N",
+        type=integer(1, 100_000),
+        help="fewest batches per point (default: the plan's)",
     )
 
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
+import select
 import subprocess
 import sys
+import time
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,14 @@ def interpreter(user: int | None) -> tuple[str, dict[str, str]]:
     return sys.executable, {}
 
 
+def _json_object(line: bytes) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 class TorchWorker:
     """A PyTorch worker process (:mod:`arkgpu.profiling.torch_worker`)."""
 
@@ -79,10 +88,10 @@ class TorchWorker:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,
-                text=True,
                 env=env,
                 user=user,
             )
+        self._pending = b""
         ready = self._reply(READY_TIMEOUT_S)
         if not ready.get("ready"):
             self.close()
@@ -91,12 +100,24 @@ class TorchWorker:
         """What the worker says of its GPU (``torch.cuda.get_device_name()``)."""
 
     def _reply(self, timeout_s: float) -> dict[str, Any]:
+        """The next line of the worker's output that is a JSON object ({} on timeout or
+        end of output); other lines (a library printing to standard output) are skipped."""
         assert self.proc.stdout is not None
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            line = self.proc.stdout.readline() if sel.select(timeout_s) else ""
-        doc: dict[str, Any] = json.loads(line) if line.strip() else {}
-        return doc
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            line, newline, rest = self._pending.partition(b"\n")
+            if newline:
+                self._pending = rest
+                doc = _json_object(line)
+                if doc is not None:
+                    return doc
+                continue
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(fd, 65536) if ready else b""
+            if not chunk:
+                return {}
+            self._pending += chunk
 
     def run(self, batch: int, window: Window) -> tuple[list[float], float]:
         """Ask for one point's batches and wait for their latencies."""
@@ -104,7 +125,7 @@ class TorchWorker:
         ask = {"batch": batch, "warmup_s": window.warmup_s, "measure_s": window.measure_s}
         ask |= {"min_iterations": window.min_iterations}
         ask |= {"max_iterations": window.max_iterations}
-        self.proc.stdin.write(json.dumps(ask) + "\n")
+        self.proc.stdin.write((json.dumps(ask) + "\n").encode())
         self.proc.stdin.flush()
         reply = self._reply(READY_TIMEOUT_S + window.warmup_s + window.measure_s * 10)
         if "latencies_ms" not in reply:

@@ -27,9 +27,6 @@ from arkgpu.limiter import native
 from arkgpu.limiter.containers import FakeContainer
 from arkgpu.profiling.looping import Window, measure
 
-REPLY_TIMEOUT_S = 60.0
-"""Longest wait for one fake batch, s (a stalled driver ends the run)."""
-
 
 class Worker(Protocol):
     """One model's process on the GPU."""
