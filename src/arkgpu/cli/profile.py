@@ -18,7 +18,7 @@ from types import FrameType
 from typing import Any
 
 from arkgpu.cli.argtypes import ArgType, CliError, integer, number
-from arkgpu.cli.options import output_dir
+from arkgpu.cli.options import input_file, output_dir
 
 BACKENDS = ("torch", "fake")
 
@@ -81,6 +81,12 @@ def register(subparsers: Any) -> None:
         help="torch (PyTorch on the real GPU) or fake (kernels on the fake driver); default torch",
     )
     run.add_argument(
+        "--plan",
+        metavar="FILE",
+        type=input_file,
+        help="a plan in TOML (docs/PROFILING.md); options given override it (default: none)",
+    )
+    run.add_argument(
         "--models",
         metavar="LIST",
         type=MODELS,
@@ -126,8 +132,8 @@ def _pair_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--pairs",
         metavar="SPEC",
-        default="all",
-        help="all (every two models), none, or A+B,C+D (default all)",
+        help="all (every two models), none, or A+B,C+D (default: the plan's; all when "
+        "--models is given)",
     )
     run.add_argument(
         "--pair-batches",
@@ -164,39 +170,31 @@ def _timing_options(run: argparse.ArgumentParser) -> None:
     )
 
 
-def _pairs(spec: str, models: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    from arkgpu.profiling.plans import all_pairs  # noqa: PLC0415
-
-    if spec == "all":
-        return all_pairs(models)
-    if spec == "none":
-        return ()
-    pairs = []
-    for part in spec.split(","):
-        a, plus, b = part.strip().partition("+")
-        if not plus or a not in models or b not in models:
-            raise CliError(f"--pairs: {part.strip()!r} is not MODEL+MODEL of --models")
-        pairs.append((a, b))
-    return tuple(pairs)
-
-
 def build_plan(args: argparse.Namespace) -> Any:
-    """The plan the options describe, on the backend's default plan."""
-    from arkgpu.profiling.plans import Plan, default_plan  # noqa: PLC0415
+    """The plan: the backend's default, then ``--plan``'s fields, then the options given."""
+    from arkgpu.profiling.plan_files import pairs_from, plan_from_file  # noqa: PLC0415
+    from arkgpu.profiling.plans import default_plan  # noqa: PLC0415
 
     base = default_plan(args.backend)
+    if args.plan is not None:
+        base = plan_from_file(args.plan, base)
     models = args.models or base.models
     timing = base.timing
-    for option, field in (("warmup_s", "warmup_s"), ("measure_s", "measure_s")):
-        if getattr(args, option) is not None:
-            timing = replace(timing, **{field: getattr(args, option)})
-    if args.min_iterations is not None:
-        timing = replace(timing, min_iterations=args.min_iterations)
-    return Plan(
+    for field in ("warmup_s", "measure_s", "min_iterations"):
+        if getattr(args, field) is not None:
+            timing = replace(timing, **{field: getattr(args, field)})
+    pairs = base.pairs if args.models is None else pairs_from("all", models)
+    if args.pairs is not None:
+        try:
+            pairs = pairs_from(args.pairs, models)
+        except ValueError as exc:
+            raise CliError(f"--pairs: {exc}") from None
+    return replace(
+        base,
         models=models,
         batches=args.batches or base.batches,
         shares=args.shares or base.shares,
-        pairs=_pairs(args.pairs, models),
+        pairs=pairs,
         pair_batches=args.pair_batches or base.pair_batches,
         pair_shares=args.pair_shares or base.pair_shares,
         timing=timing,
@@ -242,7 +240,8 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         plan = build_plan(args)
     except ValueError as exc:
-        raise CliError(f"--models/--batches/--shares/--pairs: {exc}") from None
+        where = "--plan " if args.plan is not None and str(args.plan) in str(exc) else ""
+        raise CliError(f"{where or '--models/--batches/--shares/--pairs: '}{exc}") from None
     backend = _backend(args)
     for model in plan.models:
         try:

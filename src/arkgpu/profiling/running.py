@@ -158,7 +158,7 @@ def _open_folder(profiler: Profiler, out: Path) -> RunFolder:
     folder = RunFolder(out)
     (out / "logs").mkdir(exist_ok=True)
     doc = {"gpu": asdict(profiler.identity), "backend": profiler.backend.name}
-    folder.check_run({**doc, "timing": asdict(profiler.plan.timing)})
+    folder.check_run({**doc, "plan": asdict(profiler.plan)})
     return folder
 
 
