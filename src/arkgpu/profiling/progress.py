@@ -94,6 +94,10 @@ class PlainDisplay:
         print(f"profile: {text}", file=self.stream, flush=True)
 
 
+LAST_WIDTH = 60
+"""Characters of the last point's text beside the bar (the bar and the estimate keep room)."""
+
+
 class BarDisplay:
     """A rich progress bar with the last point and the estimate of the time left."""
 
@@ -115,7 +119,8 @@ class BarDisplay:
 
     def point(self, text: str, done: int, total: int, left_s: float) -> None:
         """Advance the bar."""
-        self.progress.update(self.task, completed=done, left=duration(left_s), last=text)
+        last = text if len(text) <= LAST_WIDTH else text[: LAST_WIDTH - 1] + "…"
+        self.progress.update(self.task, completed=done, left=duration(left_s), last=last)
 
     def stop(self) -> None:
         """Remove the bar's live display."""
