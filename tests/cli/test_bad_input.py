@@ -239,6 +239,51 @@ NODE_CASES: tuple[Case, ...] = (
     ),
 )
 
+PROFILE = ("profile", "run", "--backend", "fake", "--out", "{tmp}/profile")
+PROFILE_CASES: tuple[Case, ...] = (
+    Case(
+        "profile run --models: an unknown fake model",
+        (*PROFILE, "--models", "nosuchnet"),
+        "--models",
+        "--models",
+    ),
+    Case(
+        "profile run --models: the same model twice",
+        (*PROFILE, "--models", "fake-tiny,fake-tiny"),
+        "--models",
+        "--models",
+    ),
+    Case(
+        "profile run --models: a TorchScript file that does not exist",
+        ("profile", "run", "--models", "net={tmp}/none.pt", "--out", "{tmp}/profile"),
+        "none.pt",
+        "--models",
+    ),
+    Case(
+        "profile run --pairs: a model not in --models",
+        (*PROFILE, "--models", "fake-tiny", "--pairs", "fake-tiny+nosuch"),
+        "--pairs",
+        "--pairs",
+    ),
+    Case("profile run --gpu: an empty name", (*PROFILE, "--gpu", " "), "--gpu", "--gpu"),
+    Case(
+        "profile run --plan: not TOML", (*PROFILE, "--plan", "{bad_toml}"), "{bad_toml}", "--plan"
+    ),
+    Case(
+        "profile run --plan: an unknown field",
+        (*PROFILE, "--plan", "{node_unknown}"),
+        "nosuch",
+        "--plan",
+    ),
+    Case(
+        "profile run --plan: a share over a GPU",
+        (*PROFILE, "--plan", "{profile_plan}"),
+        "field shares",
+        "--plan",
+    ),
+)
+
+
 WEBHOOK_CASES: tuple[Case, ...] = (
     Case(
         "webhook run --config: a missing file",
@@ -409,6 +454,7 @@ CASES: tuple[Case, ...] = (
         "--plot",
     ),
     *NODE_CASES,
+    *PROFILE_CASES,
     *WEBHOOK_CASES,
     *DEVICE_PLUGIN_CASES,
     *DRA_CASES,
@@ -548,6 +594,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         f'node_name = "n"\nkubelet_dir = "{tmp}"\nkubeconfig = "{tmp}/no.kubeconfig"\n'
     )
     (tmp / "dra_badtype.toml").write_text('node_name = "n1"\nresync_s = "fast"\n')
+    (tmp / "profile_plan.toml").write_text("shares = [1.5]\n")
     paper = (Path(__file__).parents[2] / "src/arkgpu/data/scenarios/paper.toml").read_text()
     (tmp / "unknown_model.toml").write_text(paper.replace('"alexnet"', '"nosuchnet"', 1))
     default_predictor().save(tmp / "predictor.json")
@@ -568,6 +615,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "webhook_bad_qos": str(tmp / "webhook_bad_qos.toml"),
         "webhook_missing_cert": str(tmp / "webhook_missing_cert.toml"),
         "dra_badtype": str(tmp / "dra_badtype.toml"),
+        "profile_plan": str(tmp / "profile_plan.toml"),
         "unknown_model": str(tmp / "unknown_model.toml"),
         **{k: str(tmp / f"{k}.toml") for k in ("dp_unknown", "dp_badtype", "dp_nonode")},
         **{k: str(tmp / f"{k}.toml") for k in ("dp_nokubelet", "dp_nokubeconfig")},

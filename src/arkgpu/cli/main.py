@@ -30,6 +30,7 @@ GROUPS: dict[str, str] = {
     "colocate": "co-location simulator (latency-critical + best-effort on shared GPUs)",
     "profiles": "measured GPU profiles: import published ones",
     "predictor": "the two-level performance predictor: fit, evaluate, show",
+    "profile": "measure GPU profiles on this node's GPU, under the limiter",
     "limiter": "resource limiter: benchmark, inspect a container's region",
     "extender": "the kube-scheduler extender: run it, benchmark it",
     "node": "the node runtime: run it, demo it on a fake GPU",
