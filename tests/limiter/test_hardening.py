@@ -16,7 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from arkgpu.limiter import Limits, Mode, builds, layout, link_lender, native, read_usage
+from arkgpu.limiter import (
+    Limits,
+    Mode,
+    builds,
+    layout,
+    link_lender,
+    native,
+    read_limits,
+    read_usage,
+    write_limits,
+)
 from arkgpu.limiter.containers import FakeContainer
 from arkgpu.limiter.region import LIMITS_FILE, USAGE_FILE, open_limits_for_update
 from arkgpu.limiter.untrusted import RegionDataError
@@ -273,3 +283,40 @@ def test_extreme_pacing_figures_in_the_usage_file_do_not_break_the_library(
         return
     for _ in range(5):
         assert probe.ask("launch kernel 100", timeout=15) == "ok"
+
+
+def leave_write_open(region: Path) -> None:
+    """Make the limits record look as a writer killed mid-write leaves it: the
+    generation odd, and no one to make it even again."""
+    gen_off = layout.LimitsStruct.generation.offset
+    with open_limits_for_update(region / LIMITS_FILE) as f, mmap.mmap(f.fileno(), 0) as m:
+        (generation,) = struct.unpack_from("<Q", m, gen_off)
+        struct.pack_into("<Q", m, gen_off, generation | 1)
+
+
+def test_a_writer_killed_mid_write_costs_one_wait_and_the_next_write_heals_the_record(
+    make_container: Callable[..., FakeContainer], probes: Callable[..., Probe]
+) -> None:
+    """The node-side writer dies between the odd and even generation: the library
+    waits once per thread (100 ms, counted) and then acts on its last consistent copy at
+    full speed, never waiting again for that generation; the Python reader says
+    so in one line; the next write completes a record both sides read."""
+    share, burst, _ = RECORD_A
+    box = make_container(Limits((None,), share, Mode.HARD, burst))
+    probe = probes(box)
+    assert probe.ask("info").split()[0].isdigit()  # attached; limits read
+    leave_write_open(box.region)
+    a = " ".join(map(str, RECORD_A))
+    probe.send(f"limitscheck 300 {a} {a}")
+    reply = probe.reply(timeout=30).split()  # waiting 100 ms per read: 100 s
+    assert reply[:2] == ["mixed", "0"], reply
+    assert int(reply[3]) > 10_000, reply
+    # one wait per thread of the process that reads the limits (the caller, the
+    # library's reaper), not one per read
+    assert 1 <= read_usage(box.region).degraded["limits_waits"] <= 4
+    with pytest.raises(RegionDataError, match="never completed"):
+        read_limits(box.region)
+    write_limits(box.region, Limits((None,), RECORD_B[0], Mode.ELASTIC, RECORD_B[1]))
+    assert read_limits(box.region).share_bp == RECORD_B[0]
+    b = " ".join(map(str, RECORD_B))
+    assert probe.ask(f"limitscheck 100 {b} {b}").split()[:2] == ["mixed", "0"]

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import itertools
 import mmap
 import os
 import stat
 import struct
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -259,10 +261,11 @@ def write_limits(directory: Path, limits: Limits) -> None:
     with open_limits_for_update(path) as f, mmap.mmap(f.fileno(), 0) as m:
         _check(m, layout.LIMITS_MAGIC, path)
         (generation,) = struct.unpack_from("<Q", m, gen_off)
-        struct.pack_into("<Q", m, gen_off, generation + 1)
-        new = bytes(_limits_struct(limits, generation + 1))
+        base = generation + (generation & 1)  # odd: a writer died mid-write
+        struct.pack_into("<Q", m, gen_off, base + 1)
+        new = bytes(_limits_struct(limits, base + 1))
         m[gen_off + 8 : len(new)] = new[gen_off + 8 :]
-        struct.pack_into("<Q", m, gen_off, generation + 2)
+        struct.pack_into("<Q", m, gen_off, base + 2)
 
 
 def open_limits_for_update(path: Path) -> BinaryIO:
@@ -288,21 +291,29 @@ def _check(buffer: bytes | mmap.mmap, magic: int, path: Path) -> None:
         )
 
 
-def _limits_consistent(path: Path, tries: int = 10_000) -> layout.LimitsStruct:
+def _limits_consistent(path: Path, wait_s: float = 5.0) -> layout.LimitsStruct:
     """A copy of the limits record read through its seqlock: the generation is
-    even and the same before and after the copy."""
+    even and the same before and after the copy. A writer descheduled mid-write
+    (a loaded node) is waited for up to ``wait_s`` seconds, sleeping between
+    tries after the first thousand; a generation still odd then means the writer
+    died mid-write (its next write heals the record: see :func:`write_limits`)."""
     gen_off = layout.LimitsStruct.generation.offset
     size = ctypes.sizeof(layout.LimitsStruct)
     with path.open("rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
         _check(m, layout.LIMITS_MAGIC, path)
         if len(m) < size:
             raise RegionDataError(f"{path}: shorter than a limits record")
-        for _ in range(tries):
+        deadline = time.monotonic() + wait_s
+        for attempt in itertools.count():
             (before,) = struct.unpack_from("<Q", m, gen_off)
             data = m[:size]
             (after,) = struct.unpack_from("<Q", m, gen_off)
             if before == after and not before & 1:
                 return layout.LimitsStruct.from_buffer_copy(data)
+            if attempt >= 1000:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.001)
     raise RegionDataError(f"{path}: a write of the limits never completed")
 
 

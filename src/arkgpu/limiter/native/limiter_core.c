@@ -114,6 +114,7 @@ static const char *attach_region(void) {
 static __thread limits_view tl_view;
 static __thread const arkgpu_limits *tl_src;
 static __thread uint64_t tl_gen1; /* generation + 1 of tl_view; 0: none */
+static __thread uint64_t tl_stuck1; /* odd generation + 1 waited out once; 0: none */
 
 #define LOAD(f) __atomic_load_n(&l->f, __ATOMIC_RELAXED)
 
@@ -137,20 +138,27 @@ static int read_once(const arkgpu_limits *l, limits_view *v) {
 }
 
 /* Retry while a write is in progress; after 100 ms of that keep acting on the
- * last consistent copy (if this thread has one) and count the wait. A mixed
- * record is never returned. */
+ * last consistent copy (if this thread has one) and count the wait. A write
+ * still in progress at that same generation later (its writer died mid-write)
+ * is not waited for again: the copy stands until a new write completes. A
+ * mixed record is never returned. */
 static const limits_view *limits_slow(const arkgpu_limits *l) {
     limits_view v;
     int64_t t0 = 0;
     int counted = 0;
     for (unsigned i = 0;; i++) {
         if (read_once(l, &v)) break;
+        uint64_t g = __atomic_load_n(&l->generation, __ATOMIC_RELAXED);
+        if (tl_gen1 && tl_src == l && g + 1 == tl_stuck1) return &tl_view;
         if (i < 256) continue;
         if (!t0) t0 = arkgpu_now_ns();
         if (arkgpu_now_ns() - t0 > 100000000ll) {
             if (!counted && arkgpu_st.usage) ARKGPU_COUNT(limits_waits);
             counted = 1;
-            if (tl_gen1 && tl_src == l) return &tl_view;
+            if (tl_gen1 && tl_src == l) {
+                if (g & 1) tl_stuck1 = g + 1;
+                return &tl_view;
+            }
         }
         struct timespec ts = {0, 50000};
         nanosleep(&ts, NULL);
