@@ -49,7 +49,7 @@ def test_the_correction_stays_within_its_bounds() -> None:
         _learn(high, 50.0, 1)
         _learn(low, 0.01, 1)
         seen.append((high.factor("a"), low.factor("a")))
-    assert all(0.8 - 1e-12 <= lo and hi <= 3.0 + 1e-12 for hi, lo in seen)
+    assert all(lo >= 0.8 - 1e-12 and hi <= 3.0 + 1e-12 for hi, lo in seen)
     assert high.factor("a") == pytest.approx(3.0, rel=1e-4)
     assert low.factor("a") == pytest.approx(0.8, rel=1e-4)
     high.restore({"a": 40.0})
@@ -73,9 +73,7 @@ def test_a_service_that_left_is_forgotten_and_unusable_evidence_ignored() -> Non
     """A service no longer listed loses its correction; NaN or zero times teach nothing."""
     calibrator = Calibrator()
     calibrator.restore({"a": 1.5, "b": 1.5})
-    calibrator.update(
-        [Evidence("a", math.nan, 10.0, 9), Evidence("a", 10.0, 0.0, 9)], ["a"], 1e-9
-    )
+    calibrator.update([Evidence("a", math.nan, 10.0, 9), Evidence("a", 10.0, 0.0, 9)], ["a"], 1e-9)
     assert set(calibrator.logs) == {"a"}
     assert calibrator.factors() == {"a": 1.5}
 
