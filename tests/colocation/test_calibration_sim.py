@@ -8,7 +8,7 @@ from colocation_helpers import FakePredictor, be, lc, tiny
 
 from arkgpu.colocation.deciding import GpuDecision
 from arkgpu.colocation.observations import GpuObservations
-from arkgpu.colocation.sizing import ShareSizer
+from arkgpu.colocation.sizing import LcDemand, ShareSizer
 from arkgpu.predictor import Workload
 from arkgpu.sim.colocation.calibration_study import ScaledInterference, summarise
 from arkgpu.sim.colocation.modes import ModeOptions
@@ -102,3 +102,26 @@ def test_the_study_summary_compares_with_the_oracle() -> None:
     assert out["calibrated"]["every_lc_99"]
     assert not out["uncalibrated"]["every_lc_99"]
     assert out["uncalibrated"]["slo_attainment_min_pct"] == 97.0
+
+
+def test_level_one_sizes_with_the_corrections_learnt(truth: GroundTruth, sizer: ShareSizer) -> None:
+    """Once a resnet50 service carries a correction, placement sizes resnet50 services
+    with it (a larger share at the same peak); other models and no corrections: as fitted."""
+    scenario = tiny(lc("a", rps=300.0) + lc("b", model="vgg19", target=40.0, rps=50.0), gpus=2)
+    options = RunOptions(modes=ModeOptions(calibrate=True), record_series=False)
+    sim = CoLocationSim(scenario, mode="arkgpu", seed=1, truth=truth, sizer=sizer, options=options)
+    mode = sim.mode
+    assert isinstance(mode, ArkGpuMode)
+    sim._admit()
+    assert mode._placing_sizer(sim.gpus) is sizer
+    gpu = next(g.index for g in sim.gpus if any(x.name == "a" for x in g.lcs))
+    mode.controller.seed_corrections(gpu, {"a": 1.5})
+    placing = mode._placing_sizer(sim.gpus)
+    demand = LcDemand("resnet50", 25.0, 300.0, 32, 2.0)
+    other = LcDemand("vgg19", 40.0, 50.0, 32, 2.0)
+    corrected, fitted = placing.required_share(demand), sizer.required_share(demand)
+    assert corrected is not None
+    assert fitted is not None
+    assert corrected > fitted
+    assert placing.required_share(other) == sizer.required_share(other)
+    assert mode._placing_sizer(sim.gpus) is placing
