@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from arkgpu.colocation.sizing import PerformanceModel
 from arkgpu.model.gpus import REFERENCE_GPU
 from arkgpu.predictor import Workload, default_predictor
@@ -85,16 +87,17 @@ def _variant(
     truth.interference_scale = scale
     base = default_predictor()
     predictor = ScaledInterference(base, scale) if name == "oracle" else base
-    options = RunOptions(modes=ModeOptions(calibrate=name == "calibrated"), record_series=False)
-    result = simulate(
-        scenario,
-        mode="arkgpu",
-        seed=seed,
-        truth=truth,
-        sizer=make_sizer(predictor),
-        options=options,
-    )
-    return result.to_dict(alone)
+    options = RunOptions(modes=ModeOptions(calibrate=name == "calibrated"), record_series=True)
+    sizer = make_sizer(predictor)
+    result = simulate(scenario, mode="arkgpu", seed=seed, truth=truth, sizer=sizer, options=options)
+    doc = result.to_dict(alone)
+    series = result.series
+    if series is not None:
+        measured = ~np.isnan(series.lc_p99_ms)
+        over = measured & (series.lc_p99_ms > series.lc_target_ms[None, :])
+        doc["periods_over_target_pct"] = 100.0 * float(over.sum()) / max(1, int(measured.sum()))
+        doc["mean_lc_share"] = float(series.lc_share.sum(axis=1).mean()) / scenario.gpus
+    return doc
 
 
 def run_study(spec: StudySpec, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -128,12 +131,16 @@ def _row(name: str, scale: float, seed: int, doc: dict[str, Any]) -> dict[str, A
         "slo_attainment_min_pct": doc["slo_attainment_min_pct"],
         "slo_attainment_pct": {r["name"]: r["slo_attainment_pct"] for r in doc["lc"]},
         "unplaced": [r["name"] for r in doc["lc"] if r["state"] != "running"],
+        "periods_over_target_pct": doc.get("periods_over_target_pct"),
+        "mean_lc_share": doc.get("mean_lc_share"),
     }
 
 
 def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per scale and variant: seed means, the worst service's attainment, and the
-    normalised goodput over the oracle's."""
+    """Per scale and variant: seed means, the worst service's attainment, the
+    normalised goodput over the oracle's; ``periods_over_target_pct``: LC control
+    periods whose p99 was over the target, % of the periods with completions;
+    ``mean_lc_share``: LC shares per GPU, time mean."""
     out = []
     for scale in sorted({r["scale"] for r in rows}):
         mine = [r for r in rows if r["scale"] == scale]
@@ -151,6 +158,10 @@ def summarise(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                     "normalized_goodput": goodput,
                     "vs_oracle": goodput / oracle if oracle else None,
                     "be_throughput_norm": _mean([r["be_throughput_norm"] for r in runs]),
+                    "periods_over_target_pct": _mean(
+                        [r.get("periods_over_target_pct") or 0.0 for r in runs]
+                    ),
+                    "mean_lc_share": _mean([r.get("mean_lc_share") or 0.0 for r in runs]),
                     "slo_attainment_min_pct": min(r["slo_attainment_min_pct"] for r in runs),
                     "every_lc_99": all(r["slo_attainment_min_pct"] >= 99.0 for r in runs),
                     "unplaced": sorted({n for r in runs for n in r["unplaced"]}),
@@ -167,13 +178,14 @@ def table(doc: dict[str, Any]) -> str:
     """The summary as a text table."""
     lines = [
         f"{'k':>4} {'variant':<13} {'norm goodput':>12} {'vs oracle':>9} {'BE norm':>8} "
-        f"{'min SLO %':>9}  unplaced"
+        f"{'min SLO %':>9} {'over %':>7} {'LC share':>8}  unplaced"
     ]
     for s in doc["summary"]:
         ratio = "-" if s["vs_oracle"] is None else f"{s['vs_oracle']:.3f}"
         lines.append(
             f"{s['scale']:>4g} {s['variant']:<13} {s['normalized_goodput']:>12.3f} {ratio:>9} "
-            f"{s['be_throughput_norm']:>8.3f} {s['slo_attainment_min_pct']:>9.2f}  "
+            f"{s['be_throughput_norm']:>8.3f} {s['slo_attainment_min_pct']:>9.2f} "
+            f"{s['periods_over_target_pct']:>7.2f} {s['mean_lc_share']:>8.3f}  "
             f"{','.join(s['unplaced']) or '-'}"
         )
     lines.append(doc["note"])
