@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import replace
 
 import pytest
 from colocation_helpers import FakePredictor
@@ -131,6 +130,6 @@ def test_the_controller_gives_more_share_to_a_service_slower_than_predicted() ->
 def test_calibration_off_is_the_default_and_decides_as_before() -> None:
     """ControlConfig() has no calibration; corrections stay empty whatever is measured."""
     assert ControlConfig().calibration is None
-    share, controller = _run(replace(ControlConfig()), 3.0)
+    share, controller = _run(ControlConfig(), 3.0)
     assert controller.corrections() == {}
     assert share == _run(ControlConfig(), 1.0)[0]
