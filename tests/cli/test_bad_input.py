@@ -60,6 +60,7 @@ SCENARIO_COMMANDS = (
     ("colocate", "run", "--mode", "arkgpu"),
     ("colocate", "bench"),
     ("colocate", "sensitivity"),
+    ("colocate", "calibration-study"),
 )
 
 

@@ -14,6 +14,7 @@ from arkgpu.bench.mps_check import mps_fair_split_check
 from arkgpu.bench.mps_check import to_json as mps_json
 from arkgpu.bench.progress import ProgressReporter
 from arkgpu.cli import colocate_tables
+from arkgpu.cli.colocate_calibration import register_study
 from arkgpu.cli.options import (
     CliError,
     Output,
@@ -78,6 +79,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     json_option(mps, "the summaries and rows")
     mps.set_defaults(handler=_mps_check)
+    register_study(sub)  # calibration-study (arkgpu.cli.colocate_calibration)
 
 
 def _scenario_arg(parser: argparse.ArgumentParser) -> None:

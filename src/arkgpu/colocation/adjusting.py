@@ -77,12 +77,17 @@ class AdjustmentUnit:
     """The previous split (its shares estimate the co-runners' interference)."""
     batches: dict[str, int] = field(default_factory=dict)
     """Batch each LC service was sized to run (for the interference estimate)."""
+    models: dict[str, str] = field(default_factory=dict)
+    """Model of each LC service sized (for the prediction calibration compares with)."""
     _settled: tuple[object, object] | None = field(default=None, repr=False, compare=False)
     """(inputs, state) of the last step that left the state as it found it: the
     same inputs on the same state decide the same split again (``last``)."""
 
     def step(
-        self, observations: Sequence[LcObservation], bes: Sequence[BeObservation]
+        self,
+        observations: Sequence[LcObservation],
+        bes: Sequence[BeObservation],
+        corrections: Mapping[str, float] | None = None,
     ) -> ShareSplit:
         """Decide the shares for the next period.
 
@@ -94,13 +99,19 @@ class AdjustmentUnit:
         the state unchanged (a settled GPU: no load change, no feedback moving),
         the next step with equal inputs returns the same split without sizing
         again.
+
+        ``corrections`` (online calibration, :mod:`arkgpu.colocation.calibration`):
+        per service, a factor multiplying its predicted slowdown; absent: 1.
         """
-        inputs, state = _inputs(observations, bes), self._state()
+        fix = dict(corrections or {})
+        inputs, state = (_inputs(observations, bes), tuple(sorted(fix.items()))), self._state()
         if self._settled == (inputs, state):
             return self.last
         work = {o.name: self._workload(o) for o in observations}
         be_work = self._be_workloads(bes)
-        shares = {o.name: self._lc_share(o, work, be_work) for o in observations}
+        shares = {
+            o.name: self._lc_share(o, work, be_work, fix.get(o.name, 1.0)) for o in observations
+        }
         split = split_gpu(shares, [b.name for b in bes], self.config.min_lc_bp)
         self.last = split
         after = self._state()
@@ -134,7 +145,7 @@ class AdjustmentUnit:
         still = replace(self.config, raise_step=0.0, release_step=0.0)
         dry = AdjustmentUnit(self.sizer, still, last=self.last)
         base = dry.step(observations, bes)
-        self.rates, self.batches = dry.rates, dry.batches
+        self.rates, self.batches, self.models = dry.rates, dry.batches, dry.models
         top = self.config.max_boost
         self.boosts = {
             o.name: min(
@@ -166,12 +177,45 @@ class AdjustmentUnit:
         self.boosts[o.name] = boost
         return boost
 
+    def predicted_ms(self, o: LcObservation, bes: Sequence[BeObservation]) -> float:
+        """The predictor's latency (ms) of ``o``'s median batch in the period just
+        observed: at the share in force, with the co-runners at theirs (NaN when
+        ``o`` had no share in force)."""
+        last = self.last.lc_bp.get(o.name, 0)
+        if not last:
+            return math.nan
+        batch = o.exec_batch or self.batches.get(o.name, 1)
+        share = min(1.0, max(share_fraction(last), 0.01))
+        me = Workload(o.demand.model, batch, share)
+        others = [
+            Workload(model, self.batches.get(name, 1), min(1.0, max(share_fraction(bp), 0.01)))
+            for name, bp, model in self._lc_corunners(o)
+        ]
+        alone = self.sizer.predictor.latency_ms(me.model, batch, share, self.sizer.gpu)
+        return alone * self.sizer.slowdown(me, others + self._be_workloads(bes))
+
+    def _lc_corunners(self, o: LcObservation) -> list[tuple[str, int, str]]:
+        """(name, share in force, model) of the other LC services with a share in force."""
+        models = self.models
+        return [
+            (name, bp, models[name])
+            for name, bp in self.last.lc_bp.items()
+            if name != o.name and bp and name in models
+        ]
+
     def _lc_share(
-        self, o: LcObservation, work: dict[str, Workload], be_work: list[Workload]
+        self,
+        o: LcObservation,
+        work: dict[str, Workload],
+        be_work: list[Workload],
+        correction: float = 1.0,
     ) -> float:
         demand = o.demand.at_rate(self._rate(o))
+        self.models[o.name] = o.demand.model
         corunners = [w for name, w in work.items() if name != o.name] + be_work
         slowdown = self.sizer.slowdown(work[o.name], corunners)
+        if correction != 1.0:
+            slowdown *= correction
         plan = self.sizer.plan(demand, slowdown)
         base, batch = (1.0, o.demand.max_batch) if plan is None else plan
         self.batches[o.name] = batch

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from arkgpu.colocation.adjusting import AdjustmentConfig, AdjustmentUnit
+from arkgpu.colocation.calibration import CalibrationConfig, Calibrator, Evidence
 from arkgpu.colocation.observations import GpuObservations
 from arkgpu.colocation.sizing import ShareSizer
 from arkgpu.colocation.splitting import ShareSplit, equal_parts
@@ -76,6 +77,10 @@ class ControlConfig:
     max_lenders: int = MAX_LENDERS
     """Lenders one container may borrow from: what a control region holds
     (:data:`arkgpu.limiter.layout.MAX_LENDERS`, 8)."""
+    calibration: CalibrationConfig | None = None
+    """Online calibration of the predictor per LC service
+    (:mod:`arkgpu.colocation.calibration`); None (default): off, the predictor
+    as fitted."""
 
 
 def lending_bp(
@@ -119,9 +124,14 @@ class NodeController:
     """Per GPU: the last split, what :func:`decide` read of the observations, and
     its decision (a settled GPU's split comes back as the same object)."""
 
+    calibrators: dict[int, Calibrator] = field(default_factory=dict)
+    """Online calibration per GPU index (with ``config.calibration``)."""
+
     def tick(self, observations: GpuObservations) -> GpuDecision:
         """Decide the next period of one GPU from the last period's observations."""
-        split = self._unit(observations.gpu).step(observations.lcs, observations.bes)
+        unit = self._unit(observations.gpu)
+        corrections = self._calibrate(unit, observations)
+        split = unit.step(observations.lcs, observations.bes, corrections)
         read = (
             tuple((o.name, o.memory_mib) for o in observations.lcs),
             observations.bes,
@@ -139,6 +149,35 @@ class NodeController:
         their limits (:meth:`AdjustmentUnit.restore`)."""
         self._unit(observations.gpu).restore(observations.lcs, observations.bes, current)
 
+    def _calibrate(self, unit: AdjustmentUnit, obs: GpuObservations) -> dict[str, float] | None:
+        """Learn from the period observed; the corrections to apply (None: calibration off)."""
+        config = self.config.calibration
+        if config is None:
+            return None
+        calibrator = self.calibrators.setdefault(obs.gpu, Calibrator(config))
+        evidence = [
+            Evidence(o.name, o.exec_ms, unit.predicted_ms(o, obs.bes), o.batches)
+            for o in obs.lcs
+            if o.batches
+        ]
+        calibrator.update(evidence, [o.name for o in obs.lcs], obs.period_s)
+        return calibrator.factors()
+
+    def seed_corrections(self, gpu: int, factors: Mapping[str, float]) -> None:
+        """Start ``gpu``'s calibration from ``factors`` (published by an earlier run);
+        nothing when calibration is off."""
+        config = self.config.calibration
+        if config is not None and factors:
+            self.calibrators.setdefault(gpu, Calibrator(config)).restore(factors)
+
+    def corrections(self) -> dict[str, float]:
+        """Every LC service's correction now (unrounded; 1.0 when none was learnt)."""
+        return {
+            name: calibrator.factor(name)
+            for calibrator in self.calibrators.values()
+            for name in calibrator.logs
+        }
+
     def _unit(self, gpu: int) -> AdjustmentUnit:
         if gpu not in self.units:
             self.units[gpu] = AdjustmentUnit(self.sizer, self.config.adjustment)
@@ -148,3 +187,4 @@ class NodeController:
         """Drop the state kept for ``gpu`` (the GPU left the node)."""
         self.units.pop(gpu, None)
         self._decided.pop(gpu, None)
+        self.calibrators.pop(gpu, None)

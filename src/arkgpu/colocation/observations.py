@@ -77,6 +77,14 @@ class LcObservation:
     """Requests waiting now."""
     memory_mib: int | None = None
     """GPU memory the pod asked for (MiB), its cap; None: no cap."""
+    exec_ms: float = math.nan
+    """Median execution time of the batches completed in the period (ms), the
+    evidence of online calibration; NaN when not measured."""
+    exec_batch: int = 0
+    """Median size of those batches; 0 when not known (the batch the control
+    loop planned stands in)."""
+    batches: int = 0
+    """Batches completed in the period (0: not measured)."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,8 @@ class GpuObservations:
     """The running LC services, in a fixed order (the order of the decision)."""
     bes: tuple[BeObservation, ...] = ()
     """The running BE jobs, in a fixed order."""
+    period_s: float = 1.0
+    """Length of the period observed (s): the clock of online calibration."""
 
 
 def observe_lc(
@@ -114,15 +124,23 @@ def observe_lc(
     latencies_s: Sequence[NDArray[Any]],
     queued: int,
     memory_mib: int | None = None,
+    batches: Sequence[tuple[int, float]] = (),
 ) -> LcObservation:
     """One period's measurements of an LC service as an observation.
 
     ``arrived`` requests came in over ``period_s`` seconds; ``latencies_s``
     holds the latencies (s) of the requests completed in the period, in
-    chunks; ``queued`` requests wait now.
+    chunks; ``queued`` requests wait now; ``batches`` the (size, execution
+    time in s) of each batch completed, where measured.
     """
     rate = arrived / period_s
-    return LcObservation(name, demand_at(service, rate), p99_ms(latencies_s), queued, memory_mib)
+    demand, p99 = demand_at(service, rate), p99_ms(latencies_s)
+    if not batches:
+        return LcObservation(name, demand, p99, queued, memory_mib)
+    sizes = sorted(b for b, _ in batches)
+    exec_ms = float(np.median([t for _, t in batches])) * 1000.0
+    median_size = sizes[(len(sizes) - 1) // 2]
+    return LcObservation(name, demand, p99, queued, memory_mib, exec_ms, median_size, len(batches))
 
 
 def p99_ms(latencies_s: Sequence[NDArray[Any]]) -> float:

@@ -70,6 +70,31 @@ class BiasedPredictor:
 
 
 @dataclass(frozen=True)
+class CorrectedPredictor:
+    """A predictor whose latencies of a model are multiplied by that model's factor
+    (online calibration's corrections, :func:`arkgpu.colocation.calibration.model_factors`)."""
+
+    base: PerformanceModel
+    """The predictor wrapped."""
+    factors: tuple[tuple[str, float], ...]
+    """(model, factor) pairs; a model not listed keeps factor 1."""
+
+    def _factor(self, model: str) -> float:
+        return dict(self.factors).get(model, 1.0)
+
+    def latency_ms(self, model: str, batch: int, share: float, gpu: str = REFERENCE_GPU) -> float:
+        """Level 1 times the model's factor."""
+        return self._factor(model) * self.base.latency_ms(model, batch, share, gpu)
+
+    def colocated_latency_ms(
+        self, target: Workload, corunners: Sequence[Workload], gpu: str = REFERENCE_GPU
+    ) -> float:
+        """Level 2 times the target model's factor."""
+        scale = self._factor(target.model)
+        return scale * self.base.colocated_latency_ms(target, corunners, gpu)
+
+
+@dataclass(frozen=True)
 class SizingConfig:
     """How conservatively shares are sized."""
 

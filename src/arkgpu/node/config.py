@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from arkgpu.colocation.adjusting import AdjustmentConfig
+from arkgpu.colocation.calibration import CalibrationConfig
 from arkgpu.model import settings
 from arkgpu.model.gpus import REFERENCE_GPU
 from arkgpu.model.settings import Parser, boolean, integer, number, parsed, path, subtable, text
@@ -66,6 +67,12 @@ class NodeConfig:
     """Time between SIGTERM and SIGKILL of the ``kill`` action, s (default 2)."""
     adjustment: AdjustmentConfig = field(default_factory=AdjustmentConfig)
     """The control law's parameters (table ``[adjustment]``; docs/NODE.md)."""
+    calibrate: bool = True
+    """Online calibration: each LC container's measured batch time corrects the
+    predictor for it (default true; docs/NODE.md). Needs servers that report per
+    batch (``LatencyReporter.batch``)."""
+    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
+    """The calibration's parameters (table ``[calibration]``; docs/NODE.md)."""
 
     @property
     def lock_path(self) -> Path:
@@ -83,6 +90,7 @@ PARSERS: dict[str, Parser] = {
     "nvml": boolean,
     "gpus": integer(1),
     "lend_idle_share": boolean,
+    "calibrate": boolean,
     "metrics_port": integer(0),
     "metrics_address": text,
     "backstop": text,
@@ -102,14 +110,29 @@ ADJUSTMENT_PARSERS: dict[str, Parser] = {
 }
 """How each field of ``[adjustment]`` is read."""
 
+CALIBRATION_PARSERS: dict[str, Parser] = {
+    "min_factor": number(0.0, 1.0),
+    "max_factor": number(0.0, 100.0),
+    "response_s": number(0.0, 86_400.0),
+    "decay_half_life_s": number(0.0, 10_000_000.0),
+    "resolution": number(0.0, 1.0),
+    "min_batches": integer(1),
+}
+"""How each field of ``[calibration]`` is read."""
+
 
 def config_from_dict(table: dict[str, Any], source: str = "config") -> NodeConfig:
     """The configuration a parsed TOML table describes (ValueError naming the field)."""
     top = dict(table)
-    adjustment = subtable(top, "adjustment", source)
+    tables = {key: subtable(top, key, source) for key in ("adjustment", "calibration")}
     values = parsed(top, PARSERS, f"{source}: ")
-    law = parsed(adjustment, ADJUSTMENT_PARSERS, f"{source}: [adjustment] ")
-    config = replace(NodeConfig(**values), adjustment=replace(AdjustmentConfig(), **law))
+    law = parsed(tables["adjustment"], ADJUSTMENT_PARSERS, f"{source}: [adjustment] ")
+    learning = parsed(tables["calibration"], CALIBRATION_PARSERS, f"{source}: [calibration] ")
+    config = replace(
+        NodeConfig(**values),
+        adjustment=replace(AdjustmentConfig(), **law),
+        calibration=replace(CalibrationConfig(), **learning),
+    )
     if config.backstop not in ("off", "report", "kill", "evict"):
         raise ValueError(
             f"{source}: field backstop: expected off, report, kill or evict, "
@@ -119,6 +142,8 @@ def config_from_dict(table: dict[str, Any], source: str = "config") -> NodeConfi
         raise ValueError(f"{source}: field backstop: needs nvml = true (NVML's process memory)")
     if config.metrics_port > 65_535:
         raise ValueError(f"{source}: field metrics_port: at most 65535, got {config.metrics_port}")
+    if config.calibration.max_factor < 1.0:
+        raise ValueError(f"{source}: [calibration] field max_factor: at least 1")
     if config.adjustment.min_lc_bp > 10_000:
         raise ValueError(f"{source}: [adjustment] field min_lc_bp: at most 10000 basis points")
     return config

@@ -44,6 +44,11 @@ class RuntimeCollector:
             ("arkgpu_node_limit_writes", rt.stats.writes, "Limits files rewritten."),
             ("arkgpu_node_containers_adopted", rt.stats.adopted, "Containers adopted."),
             ("arkgpu_node_containers_forgotten", rt.stats.forgotten, "Containers forgotten."),
+            (
+                "arkgpu_node_calibration_changes",
+                rt.calibration.changes if rt.calibration is not None else 0,
+                "Online-calibration corrections logged (moved by 0.05 or more).",
+            ),
         ):
             yield CounterMetricFamily(name, text, value=value)
         labels = ["container", "gpu", "kind"]
@@ -77,9 +82,15 @@ class RuntimeCollector:
                 "LC requests completed within the latency target.",
                 labels=labels,
             ),
+            "correction": GaugeMetricFamily(
+                "arkgpu_container_latency_correction_ratio",
+                "LC: online calibration, measured over predicted batch latency (1: as predicted).",
+                labels=labels,
+            ),
         }
+        corrections = rt.controller.corrections() if rt.calibration is not None else None
         for c in list(rt.containers.values()):
-            _container_samples(fams, c, [c.name, str(c.spec.gpu), c.spec.kind])
+            _container_samples(fams, c, [c.name, str(c.spec.gpu), c.spec.kind], corrections)
         yield from fams.values()
         if self.gpu_handles:
             yield from _gpu_families(self.gpu_handles, GaugeMetricFamily)
@@ -103,7 +114,9 @@ def _gpu_families(handles: dict[int, Any], gauge: Any) -> Iterator[Any]:
     yield from (util, total, used)
 
 
-def _container_samples(fams: dict[str, Any], c: Any, labels: list[str]) -> None:
+def _container_samples(
+    fams: dict[str, Any], c: Any, labels: list[str], corrections: dict[str, float] | None
+) -> None:
     fams["share"].add_metric(labels, c.limits.share_bp / 10_000)
     cap = c.limits.memory_bytes[0] if c.limits.memory_bytes else None
     if cap is not None:
@@ -119,6 +132,8 @@ def _container_samples(fams: dict[str, Any], c: Any, labels: list[str]) -> None:
         fams["target"].add_metric(labels, c.spec.target_ms / 1000)
         fams["requests"].add_metric(labels, c.requests)
         fams["within"].add_metric(labels, c.within_target)
+        if corrections is not None:
+            fams["correction"].add_metric(labels, corrections.get(c.name, 1.0))
 
 
 def serve_metrics(

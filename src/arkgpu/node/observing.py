@@ -8,6 +8,12 @@ an :class:`~arkgpu.colocation.observations.LcObservation` through
 batch in flight for longer than the target, with nothing completed, counts as
 a full queue: the adjustment unit raises the share instead of letting the
 boost drain on a period without samples.
+
+Online calibration's evidence (:mod:`arkgpu.colocation.calibration`) is the
+samples reported for a batch of two or more requests: one latency for the
+whole batch, which is what ``LatencyReporter.batch(size)`` measures (the
+batch's execution). Per-request samples mix in the time queued, so they are
+not evidence; a server that reports only those is not calibrated.
 """
 
 from __future__ import annotations
@@ -120,6 +126,7 @@ def observe(container: Container, period_s: float) -> LcObservation | BeObservat
         latencies_s=latencies,
         queued=0,
         memory_mib=spec.memory_mib,
+        batches=[(b, ns / 1e9) for _, _, ns, b in samples if b >= 2],
     )
     container.p99_ms = observation.p99_ms
     return observation

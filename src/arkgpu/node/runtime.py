@@ -31,6 +31,7 @@ from arkgpu.limiter.layout import MAX_LENDERS
 from arkgpu.limiter.lending import link_lender
 from arkgpu.limiter.region import LIMITS_FILE, USAGE_FILE, read_limits, write_limits
 from arkgpu.node.backstop import Backstop
+from arkgpu.node.calibrating import CALIBRATION_FILE, CalibrationLog, read_published
 from arkgpu.node.config import NodeConfig
 from arkgpu.node.observing import Container, observe, refresh, skip_old_samples
 from arkgpu.node.pods import POD_FILE, read_pod
@@ -79,6 +80,9 @@ class NodeRuntime:
         self._warned: set[str] = set()
         self.backstop: Backstop | None = None
         """The escape backstop, run every ``scan_every`` periods (None: off)."""
+        path = config.regions_dir / CALIBRATION_FILE
+        self.calibration = CalibrationLog(path) if controller.config.calibration else None
+        """Logs and publishes the online calibration's changes (None: calibration off)."""
 
     @property
     def last_tick(self) -> float:
@@ -95,6 +99,11 @@ class NodeRuntime:
         self.config.regions_dir.mkdir(parents=True, exist_ok=True)
         self.scan()
         self._seeding = {c.spec.gpu for c in self.containers.values()}
+        if self.calibration is not None:
+            published = read_published(self.calibration.path)
+            for c in self.containers.values():
+                if c.name in published:
+                    self.controller.seed_corrections(c.spec.gpu, {c.name: published[c.name]})
 
     def scan(self) -> None:
         """Adopt containers whose regions appeared; forget those whose regions went."""
@@ -150,6 +159,9 @@ class NodeRuntime:
             by_gpu.setdefault(c.spec.gpu, []).append(c)
         for gpu in sorted(by_gpu):
             self._tick_gpu(gpu, by_gpu[gpu], period)
+        if self.calibration is not None:
+            specs = {name: c.spec for name, c in self.containers.items()}
+            self.calibration.note(self.controller.corrections(), specs)
 
     def _tick_gpu(self, gpu: int, mine: list[Container], period: float) -> None:
         for c in mine:
@@ -160,6 +172,7 @@ class NodeRuntime:
             gpu,
             tuple(o for o in seen.values() if isinstance(o, LcObservation)),
             tuple(o for o in seen.values() if isinstance(o, BeObservation)),
+            period,
         )
         if gpu in self._seeding:
             self._seeding.discard(gpu)

@@ -27,7 +27,8 @@ def build_runtime(config: NodeConfig) -> NodeRuntime:
     if not gpus:
         raise OSError("NVML reports no GPU on this node")
     predictor = Predictor.load(config.predictor) if config.predictor else default_predictor()
-    control = ControlConfig(config.adjustment, config.lend_idle_share)
+    calibration = config.calibration if config.calibrate else None
+    control = ControlConfig(config.adjustment, config.lend_idle_share, calibration=calibration)
     controller = NodeController(ShareSizer(predictor, config.gpu_model), control)
     runtime = NodeRuntime(config, controller, [g.index for g in gpus])
     if config.backstop != "off":

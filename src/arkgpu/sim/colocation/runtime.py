@@ -88,6 +88,8 @@ class LcRuntime(_OfSpec):
     """Latencies (s) of requests completed in the current control period."""
     window_done: int = 0
     """Requests completed in the current control period."""
+    executed: list[tuple[int, float]] = field(default_factory=list)
+    """(size, execution time in s) of the batches completed in the current control period."""
     tokens_s: float = 0.0
     """Token bucket of hami (GPU-seconds of work it may run unthrottled)."""
     tokens_at: float = 0.0

@@ -157,6 +157,7 @@ class CoLocationSim:
         lc.good += hi - max(lo, min(first_good, hi))
         lc.window.append(now - arr[lo:hi])
         lc.window_done += lc.batch
+        lc.executed.append((lc.batch, now - lc.batch_start))
         lc.busy_s += now - max(lc.batch_start, self.tick_start)
         lc.busy_total_s += now - lc.batch_start
         lc.busy, lc.completion = False, None
@@ -203,7 +204,7 @@ class CoLocationSim:
             self.mode.on_tick(gpu, self._observe_gpu(gpu, period))
         self.recorder.record(now, self.gpus, busy, period)
         for lc in self.lcs:
-            lc.busy_s, lc.window, lc.window_done = 0.0, [], 0
+            lc.busy_s, lc.window, lc.window_done, lc.executed = 0.0, [], 0, []
         for be in finished:
             assert be.gpu is not None
             self.mode.reshare(self.gpus[be.gpu])
@@ -233,7 +234,7 @@ class CoLocationSim:
     def _observe_gpu(self, gpu: GpuRuntime, period: float) -> GpuObservations:
         """What the control loop of ``gpu`` sees of the period that ends now."""
         lcs = tuple(self._observe(lc, period) for lc in gpu.lcs if lc.state is PodState.RUNNING)
-        return GpuObservations(gpu.index, lcs, gpu.be_observations())
+        return GpuObservations(gpu.index, lcs, gpu.be_observations(), period)
 
     def _observe(self, lc: LcRuntime, period: float) -> LcObservation:
         now = self.env.now
@@ -245,6 +246,7 @@ class CoLocationSim:
             latencies_s=lc.window,
             queued=lc.queued(now),
             memory_mib=lc.mem_mib,
+            batches=lc.executed,
         )
         self.recorder.keep_latencies(lc)
         return observation

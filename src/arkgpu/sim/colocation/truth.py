@@ -131,10 +131,15 @@ class GroundTruth:
         solo: Sequence[SoloLike],
         pairs: Sequence[PairLike],
         training_factor: float = 3.0,
+        interference_scale: float = 1.0,
     ) -> None:
         self._solo = _solo_tables(solo)
         self.training_factor = training_factor
         """Training iteration time over inference batch latency (forward + backward)."""
+        self.interference_scale = interference_scale
+        """Co-located latency over what the measured pairs give (1: as measured); see
+        :meth:`slowdown`. A stress setting: the predictor is fitted on the pairs as
+        measured, so above 1 the truth has stronger interference than it saw."""
         factors, self._cv = _pair_factors(self, pairs)
         self._factors: dict[tuple[str, str], list[list[list[float]]]] = {
             k: v.tolist() for k, v in factors.items()
@@ -194,10 +199,19 @@ class GroundTruth:
     def slowdown(
         self, victim: str, batch: int, share: float, corunners: Iterable[tuple[str, int, float]]
     ) -> float:
-        """``1 + sum(w * (f - 1))`` over co-runners ``(model, batch, weight)``; weight in [0, 1]."""
-        total = 1.0
+        """``1 + sum(w * (f - 1))`` over co-runners ``(model, batch, weight)``; weight in [0, 1].
+
+        With ``interference_scale`` ``k`` != 1 the result is multiplied by
+        ``1 + (k - 1) * min(1, sum(w))``: ``k`` times the measured co-located
+        latency while some co-runner executes, in proportion below a whole one.
+        """
+        total, weights = 1.0, 0.0
         for model, agg_batch, weight in corunners:
             total += weight * (self.factor(victim, batch, share, model, agg_batch) - 1.0)
+            weights += weight
+        k = self.interference_scale
+        if k != 1.0 and weights > 0:
+            total *= 1.0 + (k - 1.0) * min(1.0, weights)
         return total
 
     def noise_cv(self, model: str) -> float:

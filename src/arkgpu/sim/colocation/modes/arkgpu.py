@@ -22,9 +22,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
+from arkgpu.colocation.calibration import CalibrationConfig, model_factors
 from arkgpu.colocation.deciding import ControlConfig, GpuDecision, NodeController
 from arkgpu.colocation.observations import GpuObservations, peak_demand, peak_observation
-from arkgpu.colocation.sizing import LcDemand
+from arkgpu.colocation.sizing import CorrectedPredictor, LcDemand, ShareSizer
 from arkgpu.model.shares import share_fraction
 from arkgpu.placement.lc_placing import GpuSnapshot, choose_gpu_for_be, choose_gpu_for_lc
 from arkgpu.sim.colocation.modes.base import (
@@ -43,9 +44,11 @@ class ArkGpuMode(SharingMode):
 
     def __init__(self, ctx: ModeContext) -> None:
         super().__init__(ctx)
-        config = ControlConfig(lend_idle_share=self.lends_idle_share)
+        calibration = CalibrationConfig() if ctx.options.calibrate else None
+        config = ControlConfig(lend_idle_share=self.lends_idle_share, calibration=calibration)
         self.controller = NodeController(ctx.sizer, config)
         self.decisions: dict[int, GpuDecision] = {}
+        self._placing: tuple[tuple[tuple[str, float], ...], ShareSizer] = ((), ctx.sizer)
 
     def _snapshot(self, gpu: GpuRuntime) -> GpuSnapshot[LcDemand]:
         return GpuSnapshot(
@@ -56,14 +59,25 @@ class ArkGpuMode(SharingMode):
         )
 
     def place(self, pod: Pod, gpus: Sequence[GpuRuntime]) -> int | None:
-        """Level-1 placement over the predictor."""
+        """Level-1 placement over the predictor (with calibration: its corrected figures)."""
         snaps = [self._snapshot(g) for g in gpus]
+        sizer = self._placing_sizer(gpus)
         if isinstance(pod, LcRuntime):
             reserve = self.ctx.options.be_reserve
-            return choose_gpu_for_lc(
-                peak_demand(pod.spec), pod.mem_mib, snaps, self.ctx.sizer, reserve
-            )
-        return choose_gpu_for_be(pod.mem_mib, snaps, self.ctx.sizer)
+            return choose_gpu_for_lc(peak_demand(pod.spec), pod.mem_mib, snaps, sizer, reserve)
+        return choose_gpu_for_be(pod.mem_mib, snaps, sizer)
+
+    def _placing_sizer(self, gpus: Sequence[GpuRuntime]) -> ShareSizer:
+        """The sizer placement asks: per model, the largest correction learnt of its
+        services (none learnt: the sizer as given); rebuilt when the factors change."""
+        models = {lc.name: lc.spec.model for g in gpus for lc in g.lcs}
+        found = model_factors(self.controller.corrections(), models)
+        key = tuple(sorted((m, round(f, 2)) for m, f in found.items() if round(f, 2) != 1.0))
+        if key != self._placing[0]:
+            base = self.ctx.sizer
+            sizer = ShareSizer(CorrectedPredictor(base.predictor, key), base.gpu, base.config)
+            self._placing = (key, sizer if key else base)
+        return self._placing[1]
 
     def reshare(self, gpu: GpuRuntime) -> None:
         """Start from the split at each LC service's peak until the unit has measurements."""

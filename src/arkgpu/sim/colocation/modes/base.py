@@ -53,6 +53,9 @@ class ModeOptions:
     """mig: GPCs of each instance of every GPU (A100: 7 GPCs; 3g+2g+2g is a valid layout)."""
     be_reserve: float = 0.0
     """arkgpu: share kept free for BE work when placing LC services."""
+    calibrate: bool = False
+    """arkgpu: online calibration of the predictor per LC service
+    (:mod:`arkgpu.colocation.calibration`); off by default (the shipped figures)."""
 
 
 @dataclass
