@@ -20,11 +20,13 @@ from arkgpu.predictor.anchoring import anchored_curve
 from arkgpu.predictor.config import PredictorConfig
 from arkgpu.predictor.curves import SoloCurve
 from arkgpu.predictor.fitting import POOLED, fit_curves, fit_pair_scales, fit_pairs, fit_utils
+from arkgpu.predictor.groups import Group
 from arkgpu.predictor.interference import Interference, Usage, feature_set_for
 from arkgpu.predictor.storing import read_predictor, write_predictor
 from arkgpu.predictor.utilisation import UtilCurve
 from arkgpu.predictor.workloads import UnknownModelError, Workload, check_query
 from arkgpu.traces.profiles import (
+    MpsRecord,
     PairRecord,
     SoloRecord,
     default_profile_dir,
@@ -57,10 +59,13 @@ class Predictor:
     def fit(
         cls,
         solo: Sequence[SoloRecord],
-        pairs: Sequence[PairRecord] = (),
+        pairs: Sequence[PairRecord | MpsRecord | Group] = (),
         config: PredictorConfig | None = None,
     ) -> Predictor:
-        """Fit level 1 on ``solo`` and level 2 on ``pairs`` (none: no interference)."""
+        """Fit level 1 on ``solo`` and level 2 on ``pairs`` (none: no interference).
+
+        ``pairs`` may mix pair records, MPS group records and groups
+        (:mod:`arkgpu.predictor.groups`)."""
         config = config or PredictorConfig()
         curves, utils = fit_curves(solo), fit_utils(solo)
         interference = fit_pairs(cls(curves, utils, {}, config), pairs)
@@ -163,9 +168,12 @@ class Predictor:
         curve, factor = self.curve(workload.model, gpu)
         l2 = self.utils.get((gpu, workload.model, "l2"))
         dram = self.utils.get((gpu, workload.model, "dram"))
+        occupancy, duty = curve.occupancy_duty(b, s * factor)
         return Usage(
             share=s,
-            activity=curve.activity(b, s * factor),
+            activity=occupancy * duty,
+            occupancy=occupancy,
+            duty=duty,
             l2=None if l2 is None else l2.util_pct(b, s) / 100.0,
             dram=None if dram is None else dram.util_pct(b, s) / 100.0,
         )
@@ -182,17 +190,30 @@ class Predictor:
         The shipped pairs are MPS co-locations; workloads in different MIG
         instances do not share L2 or DRAM bandwidth and are not co-runners here.
         """
-        mine = self.usage(target, gpu)
-        others = [self.usage(w, gpu) for w in corunners]
-        kind = feature_set_for(mine, others)
-        model = self.interference.get((gpu, kind)) or self.interference.get((POOLED, kind))
+        mine, others, model = self._level2(target, corunners, gpu)
         if model is None:
             return 1.0
-        extra = 0.0
+        extra = model.crowding(mine, others)
         for workload, usage in zip(corunners, others, strict=True):
             scale = self.pair_scales.get((gpu, target.model, workload.model), 1.0)
             extra += scale * model.extra(mine, usage)
         return 1.0 + extra
+
+    def crowding(
+        self, target: Workload, corunners: Sequence[Workload], gpu: str = DEFAULT_GPU
+    ) -> float:
+        """The part of :meth:`slowdown` - 1 that comes from SMs asked for beyond the GPU's."""
+        mine, others, model = self._level2(target, corunners, gpu)
+        return 0.0 if model is None else model.crowding(mine, others)
+
+    def _level2(
+        self, target: Workload, corunners: Sequence[Workload], gpu: str
+    ) -> tuple[Usage, list[Usage], Interference | None]:
+        mine = self.usage(target, gpu)
+        others = [self.usage(w, gpu) for w in corunners]
+        kind = feature_set_for(mine, others)
+        model = self.interference.get((gpu, kind)) or self.interference.get((POOLED, kind))
+        return mine, others, model
 
     def colocated_latency_ms(
         self, target: Workload, corunners: Sequence[Workload], gpu: str = DEFAULT_GPU

@@ -12,7 +12,7 @@ from arkgpu.predictor.interference import FEATURE_NAMES, Interference
 from arkgpu.predictor.utilisation import UtilCurve
 
 FORMAT = "arkgpu-predictor"
-VERSION = 1
+VERSION = 2
 """Bumped whenever the formulas or the file layout change; other versions are refused."""
 UTIL_NAMES = ("log_scale", "batch_exponent", "share_exponent")
 
