@@ -9,6 +9,7 @@ from typing import Protocol
 import numpy as np
 
 from arkgpu.model.arrays import FloatArray
+from arkgpu.predictor.confidence import Support
 from arkgpu.predictor.curves import SoloCurve, fit_curve
 from arkgpu.predictor.groups import Group, Target, as_groups, group_targets
 from arkgpu.predictor.interference import (
@@ -47,6 +48,11 @@ def fit_curves(solo: Sequence[SoloRecord]) -> dict[Key, SoloCurve]:
     if not solo:
         raise ValueError("no solo profile records to fit")
     return {key: fit_curve(*_arrays(records)) for key, records in sorted(_by_key(solo).items())}
+
+
+def fit_support(solo: Sequence[SoloRecord]) -> dict[Key, Support]:
+    """The batch and share ranges of each (GPU, DNN model) in ``solo``."""
+    return {key: Support.of(records) for key, records in sorted(_by_key(solo).items())}
 
 
 def fit_utils(solo: Sequence[SoloRecord]) -> dict[tuple[str, str, str], UtilCurve]:
