@@ -26,7 +26,7 @@ def _default_intervals() -> dict[str, tuple[float, float]]:
     return {
         "measured-range": (-0.0729, 0.0630),
         "extrapolated": (-0.0553, 0.1731),
-        "new-model": (-0.4828, 0.4921),
+        "new-model": (-0.4686, 0.5066),
         "cross-gpu": (-0.6533, 0.7081),
     }
 
