@@ -114,6 +114,26 @@ def test_fit_takes_several_profile_sets_and_eval_breaks_level2_down(
     assert "V100: 4 DNN models, 750 pairs and 0 MPS groups" in captured.out
     assert "resnet50 on A100-80GB" in captured.err
     assert (
+        main(["predictor", "fit", "--profiles", str(shipped), "--no-mps", "--out", str(out)]) == 0
+    )
+    assert "A100-80GB: 11 DNN models, 0 pairs and 0 MPS groups" in capsys.readouterr().out
+    assert (
+        main(
+            [
+                "predictor",
+                "fit",
+                "--profiles",
+                str(shipped),
+                "--profiles",
+                str(shipped / "migprofiler"),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    assert (
         main(["predictor", "ask", str(out), "--model", "resnet50", "--batch", "512", "--json", "-"])
         == 0
     )
