@@ -385,7 +385,7 @@ CASES: tuple[Case, ...] = (
         "--profiles",
     ),
     Case(
-        "predictor ask --share: a share above 1",
+        "predictor ask --gpu: a GPU the predictor does not know",
         (
             "predictor",
             "ask",
@@ -394,11 +394,17 @@ CASES: tuple[Case, ...] = (
             "resnet50",
             "--batch",
             "1",
-            "--share",
-            "1.5",
+            "--gpu",
+            "NOSUCH",
         ),
-        "--share 1.5",
-        "--share",
+        "--gpu NOSUCH",
+        "--gpu",
+    ),
+    Case(
+        "predictor calibrate --gpu: a GPU with no profile records",
+        ("predictor", "calibrate", "--profiles", "{profiles}", "--gpu", "NOSUCH"),
+        "--gpu NOSUCH",
+        "--gpu",
     ),
     Case(
         "predictor ask --model: a model the predictor does not know",

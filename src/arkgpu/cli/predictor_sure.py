@@ -9,7 +9,15 @@ from typing import Any
 from rich.progress import Progress
 
 from arkgpu.cli import figures
-from arkgpu.cli.options import CliError, input_file, input_path, integer, json_option, reading
+from arkgpu.cli.options import (
+    CliError,
+    input_file,
+    input_path,
+    integer,
+    json_option,
+    number,
+    reading,
+)
 from arkgpu.cli.tables import Column, console, label, make_table
 from arkgpu.model.gpus import REFERENCE_GPU
 from arkgpu.predictor import Predictor
@@ -34,18 +42,31 @@ def register_confidence(commands: Any) -> None:
     cal.add_argument(
         "--gpu", metavar="MODEL", help="use only records of this GPU model (default: all)"
     )
-    cal.add_argument("--no-utilisation", action="store_true", help=argparse.SUPPRESS)
-    cal.add_argument("--no-mps", action="store_true", help=argparse.SUPPRESS)
     json_option(cal, "the intervals and coverage")
-    cal.set_defaults(handler=run_calibrate)
+    cal.set_defaults(handler=run_calibrate, no_utilisation=False, no_mps=True)
     ask = commands.add_parser("ask", help="one level-1 prediction with its interval and why")
     ask.add_argument("predictor", type=input_file, help="predictor JSON from 'predictor fit'")
     ask.add_argument("--model", metavar="NAME", required=True, help="DNN model (required)")
     ask.add_argument(
-        "--batch", metavar="N", type=integer(1, 65_536), required=True, help="batch size"
+        "--batch",
+        metavar="N",
+        type=integer(1, 65_536),
+        required=True,
+        help="batch size, an integer >= 1 (required)",
     )
-    ask.add_argument("--share", metavar="S", type=float, default=1.0, help="share (default: 1)")
-    ask.add_argument("--gpu", metavar="MODEL", default=REFERENCE_GPU, help="GPU model")
+    ask.add_argument(
+        "--share",
+        metavar="S",
+        type=number(0.0, 1.0, low_open=True),
+        default=1.0,
+        help="compute share in (0, 1] (default: 1, the whole GPU)",
+    )
+    ask.add_argument(
+        "--gpu",
+        metavar="MODEL",
+        default=REFERENCE_GPU,
+        help=f"GPU model (default: {REFERENCE_GPU})",
+    )
     json_option(ask, "the answer")
     ask.set_defaults(handler=run_ask)
 
