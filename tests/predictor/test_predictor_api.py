@@ -99,7 +99,7 @@ def test_other_gpus_are_predicted_by_speed_ratio(fitted: Predictor) -> None:
 def test_pair_scales_fit_measured_combinations_only(fitted: Predictor) -> None:
     """Each measured (target, co-runner) model combination gets a scale >= 0 that brings the
     fit closer to its pairs; an infinite prior turns scales off; unmeasured ones use 1."""
-    from arkgpu.predictor.fitting import pair_targets  # noqa: PLC0415
+    from arkgpu.predictor.groups import as_groups, group_targets  # noqa: PLC0415
     from arkgpu.traces.profiles import (  # noqa: PLC0415
         default_profile_dir,
         load_pair_profiles,
@@ -115,9 +115,9 @@ def test_pair_scales_fit_measured_combinations_only(fitted: Predictor) -> None:
     assert all(scale >= 0 for scale in fitted.pair_scales.values())
 
     def error(predictor: Predictor) -> float:
-        targets = pair_targets(pairs)
+        targets = group_targets(as_groups(pairs))
         return sum(
-            abs(predictor.colocated_latency_ms(t.target, [t.corunner]) / t.latency_ms - 1)
+            abs(predictor.colocated_latency_ms(t.target, t.corunners) / t.latency_ms - 1)
             for t in targets
         ) / len(targets)
 

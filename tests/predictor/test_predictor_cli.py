@@ -87,3 +87,49 @@ def test_bad_input_exits_2_with_one_line(
     junk.write_text("{")
     assert main(["predictor", "show", str(junk), "--model", "a", "--batch", "1"]) == 2
     assert "junk.json" in capsys.readouterr().err
+
+
+def test_fit_takes_several_profile_sets_and_eval_breaks_level2_down(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two --profiles sets (the shipped V100/A100 folder and MIGProfiler's A100 file) fit one
+    predictor file with both GPUs, a note on the (GPU, model) both sets measured, and
+    ``ask`` answers from it; ``eval --json`` carries the level-2 breakdown."""
+    from arkgpu.traces.profiles import default_profile_dir  # noqa: PLC0415
+
+    shipped = default_profile_dir()
+    out = tmp_path / "p.json"
+    args = [
+        "predictor",
+        "fit",
+        "--profiles",
+        str(shipped),
+        "--profiles",
+        str(shipped / "migprofiler"),
+    ]
+    assert main([*args, "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "from 2 profile set(s)" in captured.out
+    assert "A100-80GB: 17 DNN models, 0 pairs and 326 MPS groups" in captured.out
+    assert "V100: 4 DNN models, 750 pairs and 0 MPS groups" in captured.out
+    assert "resnet50 on A100-80GB" in captured.err
+    no_mps = ["predictor", "fit", "--profiles", str(shipped), "--no-mps"]
+    assert main([*no_mps, "--out", str(tmp_path / "no-mps.json")]) == 0
+    assert "A100-80GB: 11 DNN models, 0 pairs and 0 MPS groups" in capsys.readouterr().out
+    assert (
+        main(["predictor", "ask", str(out), "--model", "resnet50", "--batch", "512", "--json", "-"])
+        == 0
+    )
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["confident"] is False
+    assert "batch 512" in answer["reasons"][0]
+    code = main(
+        ["predictor", "eval", "--profiles", str(shipped), "--gpu", "A100-80GB", "--json", "-"]
+    )
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    strength = report["level2_breakdown"]["strength"]["arkgpu contention"]
+    assert sum(b["count"] for b in strength.values()) == report["level2"]["count"] > 0
+    assert set(report["level2_breakdown"]["corunners"]["no-interference"]) <= {
+        f"{n} co-runner" + ("" if n == 1 else "s") for n in range(1, 5)
+    }

@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 
 from arkgpu.predictor.evaluating import evaluate, summarise
+from arkgpu.predictor.groups import as_groups
 from arkgpu.predictor.splitting import SPLITS
 from arkgpu.traces.profiles import (
     PairRecord,
@@ -30,7 +31,7 @@ def test_leave_one_batch_out_holds_out_every_record_once(
 ) -> None:
     """Each solo record is tested in exactly one fold, never trained on in that fold."""
     solo, pairs = igniter
-    folds = SPLITS["leave-one-batch-out"](solo, pairs, 0)
+    folds = SPLITS["leave-one-batch-out"](solo, as_groups(pairs), 0)
     tested = Counter(id(r) for fold in folds for r in fold.solo_test)
     assert len(tested) == len(solo)
     assert set(tested.values()) == {1}
@@ -38,7 +39,7 @@ def test_leave_one_batch_out_holds_out_every_record_once(
         held = {r.batch for r in fold.solo_test}
         assert len(held) == 1
         assert all(r.batch not in held for r in fold.solo_train)
-        assert all(p.batch_a not in held and p.batch_b not in held for p in fold.pair_train)
+        assert all(not g.batches & held for g in fold.pair_train)
 
 
 def test_leave_one_model_out_never_trains_level2_on_the_model(
@@ -46,11 +47,11 @@ def test_leave_one_model_out_never_trains_level2_on_the_model(
 ) -> None:
     """The held-out model appears in no training pair of its fold."""
     solo, pairs = igniter
-    for fold in SPLITS["leave-one-model-out"](solo, pairs, 0):
-        common = set.intersection(*({p.model_a, p.model_b} for p in fold.pair_test))
+    for fold in SPLITS["leave-one-model-out"](solo, as_groups(pairs), 0):
+        common = set.intersection(*(set(g.models) for g in fold.pair_test))
         assert len(common) == 1
         (model,) = common
-        assert all(model not in (p.model_a, p.model_b) for p in fold.pair_train)
+        assert all(model not in g.models for g in fold.pair_train)
 
 
 def test_random_split_report_beats_no_interference(

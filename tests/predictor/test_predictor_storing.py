@@ -21,7 +21,7 @@ def test_other_version_is_refused(fitted: Predictor, tmp_path: Path) -> None:
     path, doc = _saved(fitted, tmp_path)
     doc["version"] = 99
     path.write_text(json.dumps(doc))
-    with pytest.raises(PredictorFileError, match=r"version 99.*version 1.*predictor fit"):
+    with pytest.raises(PredictorFileError, match=r"version 99.*version 2.*predictor fit"):
         Predictor.load(path)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,8 @@ from arkgpu.cli.options import (
     reading,
     seed_option,
 )
+from arkgpu.cli.predictor_loading import fit_summary, load_profiles, overlaps
+from arkgpu.cli.predictor_sure import calibrated, register_confidence
 from arkgpu.cli.tables import Column, console, label, make_table
 from arkgpu.model.gpus import REFERENCE_GPU
 from arkgpu.predictor import Predictor, default_predictor
@@ -30,7 +31,7 @@ from arkgpu.predictor.evaluating import ErrorSummary, Evaluation, evaluate
 from arkgpu.predictor.plotting import plot_evaluation, plot_latency_vs_share, share_table
 from arkgpu.predictor.splitting import SPLITS
 from arkgpu.predictor.timing import time_predictor
-from arkgpu.traces.profiles import load_pair_profiles, load_solo_profiles
+from arkgpu.traces.profiles import load_solo_profiles
 from arkgpu.traces.profiles_importing import load_igniter_l2_slopes
 
 SHOW_SHARES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -48,6 +49,12 @@ def register(subparsers: Any) -> None:
         type=file_output,
         required=True,
         help="predictor JSON file to write (folders created; required)",
+    )
+    fit.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="calibrate the level-1 intervals on held-out folds of these profiles "
+        "(tens of seconds; default: the intervals calibrated on the shipped profiles)",
     )
     fit.set_defaults(handler=run_fit)
     ev = commands.add_parser("eval", help="held-out error of the predictor and its baselines")
@@ -72,6 +79,7 @@ def register(subparsers: Any) -> None:
     ev.set_defaults(handler=run_eval)
     _register_bench(commands)
     _register_show(commands)
+    register_confidence(commands)
 
 
 def _register_bench(commands: Any) -> None:
@@ -134,8 +142,10 @@ def _profiles_arguments(parser: argparse.ArgumentParser) -> None:
         "--profiles",
         metavar="PATH",
         type=input_path,
+        action="append",
         required=True,
-        help="canonical profile folder or solo CSV file (required)",
+        help="canonical profile folder or solo CSV file; repeat it to fit several profile "
+        "sets and GPU models at once (required)",
     )
     parser.add_argument(
         "--gpu", metavar="MODEL", help="use only records of this GPU model (default: all)"
@@ -145,40 +155,33 @@ def _profiles_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="drop measured L2/DRAM utilisation, as on a GPU where it was never measured",
     )
-
-
-def _load(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
-    with reading("--profiles", args.profiles):
-        solo = load_solo_profiles(args.profiles)
-        pairs = load_pair_profiles(args.profiles) if args.profiles.is_dir() else []
-    if not solo:
-        raise CliError(f"--profiles {args.profiles}: no solo profile records")
-    if args.gpu:
-        gpus = sorted({r.gpu for r in solo})
-        solo = [r for r in solo if r.gpu == args.gpu]
-        pairs = [p for p in pairs if p.gpu == args.gpu]
-        if not solo:
-            raise CliError(
-                f"--gpu {args.gpu}: no solo profile records of this GPU in {args.profiles} "
-                f"(GPUs there: {', '.join(gpus)})"
-            )
-    if args.no_utilisation:
-        solo = [dataclasses.replace(r, l2_util_pct=None, dram_util_pct=None) for r in solo]
-    return solo, pairs
+    parser.add_argument(
+        "--no-mps",
+        action="store_true",
+        help="leave out *_mps.csv process groups from level 2 (default: use them)",
+    )
 
 
 def run_fit(args: argparse.Namespace) -> int:
     """Fit and save."""
-    solo, pairs = _load(args)
-    predictor = Predictor.fit(solo, pairs)
+    profiles = load_profiles(args)
+    predictor = Predictor.fit(profiles.solo, profiles.groups)
+    if args.calibrate:
+        predictor = calibrated(predictor, profiles.solo)
     predictor.save(args.out.path)
-    print(f"{args.out}: {len(predictor.curves)} level-1 curves, {len(pairs)} pairs at level 2")
+    for line in overlaps(args.profiles):
+        console(stderr=True).print(line)
+    print(
+        f"{args.out}: {len(predictor.curves)} level-1 curves, {len(profiles.groups)} "
+        f"co-located records at level 2, from {len(profiles.sources)} profile set(s)"
+    )
+    print("\n".join(fit_summary(profiles, predictor)))
     return 0
 
 
 def run_eval(args: argparse.Namespace) -> int:
     """Evaluate on the chosen split and print a table or JSON."""
-    solo, pairs = _load(args)
+    profiles = load_profiles(args)
     slopes = None
     if args.igniter_config:
         with reading("--igniter-config", args.igniter_config):
@@ -191,12 +194,20 @@ def run_eval(args: argparse.Namespace) -> int:
             progress.update(task, completed=done, total=total)
 
         result = evaluate(
-            solo, pairs, args.split, seed=args.seed, on_fold=step, published_l2_slopes=slopes
+            profiles.solo,
+            profiles.groups,
+            args.split,
+            seed=args.seed,
+            on_fold=step,
+            published_l2_slopes=slopes,
         )
     if args.json_out is not None:
         args.json_out.write_json(result.to_dict())
     if not to_stdout:
         console().print(_eval_table(result))
+        for by, title in (("strength", "co-located / solo latency"), ("corunners", "co-runners")):
+            if result.level2.count:
+                console().print(_breakdown_table(result, by, title))
     if args.plot:
         plot_evaluation(result.to_dict(), args.plot.path)
     return 0
@@ -228,6 +239,25 @@ def _eval_table(result: Evaluation) -> Table:
             figures.percent(summary.p90_ape_pct),
             figures.count(summary.count),
         )
+    return table
+
+
+def _breakdown_table(result: Evaluation, by: str, title: str) -> Table:
+    """Level-2 MAPE (and targets n) of each level-2 predictor, one row per bin."""
+    table_of = result.level2_breakdown[by]
+    names = list(table_of)
+    bins = list(dict.fromkeys(b for name in names for b in table_of[name]))
+    table = make_table(
+        f"level-2 held-out error by {title}, split {result.split}: MAPE % (targets n)",
+        (label(title), *(Column(name, "lower") for name in names)),
+        na="no held-out target in this bin this predictor covers",
+    )
+    for b in bins:
+        cells = []
+        for name in names:
+            summary = table_of[name].get(b, ErrorSummary(None, None, 0))
+            cells.append(f"{figures.percent(summary.mape_pct)} ({summary.count})")
+        table.add_row(b, *cells)
     return table
 
 

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
 from arkgpu.model.gpus import REFERENCE_GPU
 from arkgpu.predictor import Workload
+from arkgpu.predictor.confidence import Confidence
 
 
 class PerformanceModel(Protocol):
@@ -219,6 +220,24 @@ class ShareSizer:
             found = max(1.0, both / alone)
             _remember(self._slowdowns, key, found, self.memo_size)
         return found
+
+    # --- Headroom for unsure predictions (issue 27; used by the level-1 LC check) ---
+    def doubt(self, target: Workload) -> float:
+        """How much longer than predicted ``target`` may plausibly run: the upper end of the
+        predictor's interval over its prediction when it is not confident, else 1."""
+        if not isinstance(self.predictor, KnowsConfidence):
+            return 1.0
+        answer = self.predictor.confidence(target.model, target.batch, target.share, self.gpu)
+        return 1.0 if answer.confident else answer.upper_ratio
+
+
+@runtime_checkable
+class KnowsConfidence(Protocol):
+    """A predictor that says how sure it is (:meth:`arkgpu.predictor.Predictor.confidence`)."""
+
+    def confidence(self, model: str, batch: int, share: float, gpu: str = ...) -> Confidence:
+        """Level 1 with its kind, interval and reasons."""
+        ...
 
 
 def _remember(memo: dict[Any, Any], key: object, value: object, size: int) -> None:

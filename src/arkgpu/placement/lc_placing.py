@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from arkgpu.model.shares import share_bp
 from arkgpu.predictor import Workload
@@ -55,6 +55,30 @@ class ShareSizing(Protocol[DemandT_contra]):
         ...
 
 
+# --- Headroom for unsure predictions (issue 27) -------------------------------------------
+# A sizer that can say how unsure the predictor is about a workload (the
+# predictor's calibrated interval, arkgpu.predictor.confidence) makes the LC
+# check plan that workload as if it ran that much slower. Sizers without it,
+# confident predictions (factor 1) and the BE check are unchanged.
+
+
+@runtime_checkable
+class DoubtfulSizing(Protocol):
+    """A sizer that knows how unsure its latency prediction for a workload is."""
+
+    def doubt(self, target: Workload) -> float:
+        """Factor >= 1 the latency may plausibly exceed the prediction by; 1 when confident."""
+        ...
+
+
+def doubt_factor(sizer: object, target: Workload) -> float:
+    """``sizer.doubt(target)`` (at least 1) if the sizer offers it, else 1."""
+    return max(1.0, sizer.doubt(target)) if isinstance(sizer, DoubtfulSizing) else 1.0
+
+
+# ---------------------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class GpuSnapshot(Generic[DemandT]):
     """What placement knows about one GPU."""
@@ -86,16 +110,22 @@ class GpuVerdict:
 
 
 def peak_shares(
-    lcs: Sequence[DemandT], sizer: ShareSizing[DemandT], rounds: int = 3
+    lcs: Sequence[DemandT], sizer: ShareSizing[DemandT], rounds: int = 3, doubt: bool = False
 ) -> list[float] | None:
-    """Shares that meet every LC's target at its rate with predicted interference, or None."""
+    """Shares that meet every LC's target at its rate with predicted interference, or None.
+
+    With ``doubt``, each LC's plan also keeps the headroom :func:`doubt_factor` asks for.
+    """
     plans = [sizer.plan(d) for d in lcs]
+    doubts = [1.0 for _ in lcs]
     for _ in range(rounds):
         if any(p is None for p in plans):
             return None
         work = [Workload(d.model, p[1], p[0]) for d, p in zip(lcs, plans, strict=True) if p]
+        if doubt:
+            doubts = [max(old, doubt_factor(sizer, w)) for old, w in zip(doubts, work, strict=True)]
         plans = [
-            sizer.plan(d, sizer.slowdown(work[i], work[:i] + work[i + 1 :]))
+            sizer.plan(d, sizer.slowdown(work[i], work[:i] + work[i + 1 :]) * doubts[i])
             for i, d in enumerate(lcs)
         ]
     if any(p is None for p in plans):
@@ -131,7 +161,7 @@ def lc_verdicts(
     """Per GPU: can it take a new LC service at its peak ``demand``, and how much is left."""
 
     def judge(gpu: GpuSnapshot[DemandT]) -> GpuVerdict:
-        shares = peak_shares((*gpu.lcs, demand), sizer)
+        shares = peak_shares((*gpu.lcs, demand), sizer, doubt=True)
         if shares is None:
             why = "no share meets every LC service's target at its peak with the co-runners"
             return GpuVerdict(gpu.index, False, f"GPU {gpu.index}: {why}")

@@ -20,6 +20,17 @@ def _peak_fp32_tflops() -> dict[str, float]:
     }
 
 
+def _default_intervals() -> dict[str, tuple[float, float]]:
+    # Calibrated on the shipped top-level profiles (iGniter V100, ParvaGPU A100) with
+    # `arkgpu predictor calibrate --profiles src/arkgpu/data/profiles`, 2026-12-05.
+    return {
+        "measured-range": (-0.0729, 0.0630),
+        "extrapolated": (-0.0553, 0.1731),
+        "new-model": (-0.4686, 0.5066),
+        "cross-gpu": (-0.6533, 0.7081),
+    }
+
+
 @dataclass(frozen=True)
 class PredictorConfig:
     """How the predictor fits and what it assumes where no measurement exists."""
@@ -43,12 +54,20 @@ class PredictorConfig:
     least-squares value: 5 lets a few stray measurements move it little while iGniter's
     125 pairs per combination decide it. ``inf`` turns the per-combination scale off."""
 
+    intervals: dict[str, tuple[float, float]] = field(default_factory=_default_intervals)
+    """Interval per kind of level-1 query (:mod:`arkgpu.predictor.confidence`): 5th and
+    95th percentiles of log(measured / predicted) on held-out folds of that kind. The
+    defaults were calibrated on the shipped profiles (``arkgpu predictor calibrate``,
+    docs/studies/predictor.md); ``predictor fit --calibrate`` refits them on the
+    profiles fitted."""
+
     def to_dict(self) -> dict[str, object]:
         """The settings as JSON-ready values."""
         return {
             "training_factor": self.training_factor,
             "gpu_speed": dict(self.gpu_speed),
             "pair_prior": self.pair_prior,
+            "intervals": {k: list(v) for k, v in self.intervals.items()},
         }
 
     @staticmethod
@@ -66,4 +85,13 @@ class PredictorConfig:
         if not isinstance(prior, int | float) or prior < 0:
             raise ValueError(f"pair_prior must be a number >= 0, got {prior!r}")
         speeds = {str(k): float(v) for k, v in speed.items()}
-        return PredictorConfig(float(factor), speeds, float(prior))
+        return PredictorConfig(float(factor), speeds, float(prior), _intervals(values))
+
+
+def _intervals(values: dict[str, object]) -> dict[str, tuple[float, float]]:
+    found = values.get("intervals")
+    if not isinstance(found, dict) or not all(
+        isinstance(v, list) and len(v) == 2 and v[0] <= v[1] for v in found.values()
+    ):
+        raise ValueError("intervals must map kinds to [low, high] log ratios")
+    return {str(k): (float(v[0]), float(v[1])) for k, v in found.items()}

@@ -87,12 +87,17 @@ class SoloCurve:
         level 2 uses the product as a workload's pressure on the shared GPU
         when no L2/DRAM utilisation was measured.
         """
+        occupancy, duty = self.occupancy_duty(batch, share)
+        return occupancy * duty
+
+    def occupancy_duty(self, batch: float, share: float) -> tuple[float, float]:
+        """(busy SM fraction, capped at 1; GPU part's fraction of the latency), both in [0, 1]."""
         k = self.sharpness
         used = self.batch_parallelism(batch)
         occupancy = (share**-k + used**-k) ** (-1.0 / k)
         gpu = self.work_ms * (batch + self.work_offset) / occupancy
         duty = gpu / self.latency_ms(batch, share)
-        return float(min(1.0, occupancy) * duty)
+        return float(min(1.0, occupancy)), float(min(1.0, duty))
 
     def batch_parallelism(self, batch: float) -> float:
         """u(b): the GPU fraction a batch of ``batch`` can keep busy."""

@@ -19,12 +19,13 @@ import numpy as np
 from arkgpu.model.arrays import FloatArray
 from arkgpu.predictor.anchoring import pick_anchor
 from arkgpu.predictor.baselines import GbmLevel1, fit_igniter_linear, share_scaling
+from arkgpu.predictor.breakdown import bin_errors, corunner_label, strength_label, strength_labels
 from arkgpu.predictor.config import PredictorConfig
-from arkgpu.predictor.fitting import Target, pair_targets
+from arkgpu.predictor.groups import Group, Target, as_groups, group_targets
 from arkgpu.predictor.predicting import Predictor
 from arkgpu.predictor.splitting import SPLITS, Fold
 from arkgpu.predictor.workloads import Workload
-from arkgpu.traces.profiles import PairRecord, SoloRecord
+from arkgpu.traces.profiles import MpsRecord, PairRecord, SoloRecord
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class ErrorSummary:
         return {"mape_pct": self.mape_pct, "p90_ape_pct": self.p90_ape_pct, "count": self.count}
 
 
-def summarise(errors: Sequence[float]) -> ErrorSummary:
+def summarise(errors: Sequence[float] | FloatArray) -> ErrorSummary:
     """MAPE and p90 of absolute percentage errors (NaNs, unpredictable points, dropped)."""
     values = np.asarray(errors, dtype=np.float64)
     values = values[~np.isnan(values)]
@@ -66,6 +67,10 @@ class Errors:
     level2: list[float] = field(default_factory=list)
     baselines1: dict[str, list[float]] = field(default_factory=dict)
     baselines2: dict[str, list[float]] = field(default_factory=dict)
+    strength: list[float] = field(default_factory=list)
+    """Per level-2 error: measured co-located / solo latency (predicted solo where unmeasured)."""
+    corunners: list[int] = field(default_factory=list)
+    """Per level-2 error: number of co-runners."""
 
     def add(self, table: dict[str, list[float]], name: str, values: FloatArray) -> None:
         table.setdefault(name, []).extend(values.tolist())
@@ -113,55 +118,77 @@ def _level1(fold: Fold, predictor: Predictor, errors: Errors, seed: int) -> None
     )
 
 
-def _l2(predictor: Predictor, workload: Workload, gpu: str) -> float:
-    l2 = predictor.usage(workload, gpu).l2
-    return np.nan if l2 is None else l2
+def _l2(predictor: Predictor, workloads: Sequence[Workload], gpu: str) -> float:
+    """Summed L2 use of ``workloads`` (NaN if any was never measured)."""
+    total = 0.0
+    for workload in workloads:
+        l2 = predictor.usage(workload, gpu).l2
+        if l2 is None:
+            return np.nan
+        total += l2
+    return total
+
+
+def _alone(predictor: Predictor, targets: Sequence[Target]) -> FloatArray:
+    queries = [(t.target, t.gpu) for t in targets]
+    return np.array([predictor.latency_ms(w.model, w.batch, w.share, gpu) for w, gpu in queries])
 
 
 def _igniter_alphas(predictor: Predictor, train: list[Target]) -> dict[str, float]:
-    l2 = np.array([_l2(predictor, t.corunner, t.gpu) for t in train])
-    alone = np.array(
-        [predictor.latency_ms(t.target.model, t.target.batch, t.target.share, t.gpu) for t in train]
-    )
-    slowdowns = np.array([t.latency_ms for t in train]) / alone
+    l2 = np.array([_l2(predictor, t.corunners, t.gpu) for t in train])
+    slowdowns = np.array([t.latency_ms for t in train]) / _alone(predictor, train)
     keep = ~np.isnan(l2)
     models = [t.target.model for t, k in zip(train, keep, strict=True) if k]
     return fit_igniter_linear(models, l2[keep], slowdowns[keep])
 
 
+def _predictable(predictor: Predictor, t: Target) -> bool:
+    return all(predictor.knows(w.model) for w in (t.target, *t.corunners))
+
+
 def _level2(
-    fold: Fold, predictor: Predictor, errors: Errors, published: dict[str, float] | None
+    fold: Fold,
+    predictor: Predictor,
+    errors: Errors,
+    published: dict[str, float] | None,
+    solo_latency: Callable[[Target], float | None],
 ) -> None:
     test = [
         t
-        for t in pair_targets(fold.pair_test)
-        if fold.scored(t.target)
-        and predictor.knows(t.target.model)
-        and predictor.knows(t.corunner.model)
+        for t in group_targets(fold.pair_test)
+        if fold.scored(t.target) and _predictable(predictor, t)
     ]
     if not test:
         return
-    train = pair_targets(fold.pair_train)
-    alphas = _igniter_alphas(
-        predictor,
-        [t for t in train if predictor.knows(t.target.model) and predictor.knows(t.corunner.model)],
-    )
+    train = [t for t in group_targets(fold.pair_train) if _predictable(predictor, t)]
+    alphas = _igniter_alphas(predictor, train)
     actual = np.array([t.latency_ms for t in test])
-    alone = np.array(
-        [predictor.latency_ms(t.target.model, t.target.batch, t.target.share, t.gpu) for t in test]
-    )
-    ours = np.array([predictor.colocated_latency_ms(t.target, [t.corunner], t.gpu) for t in test])
+    alone = _alone(predictor, test)
+    ours = np.array([predictor.colocated_latency_ms(t.target, t.corunners, t.gpu) for t in test])
     slope = np.array([alphas.get(t.target.model, alphas["*"]) for t in test])
-    linear = alone * (1.0 + slope * np.array([_l2(predictor, t.corunner, t.gpu) for t in test]))
+    l2_sums = np.array([_l2(predictor, t.corunners, t.gpu) for t in test])
     errors.level2.extend(ape(ours, actual).tolist())
     errors.add(errors.baselines2, "no-interference", ape(alone, actual))
-    errors.add(errors.baselines2, "igniter-linear", ape(linear, actual))
+    errors.add(errors.baselines2, "igniter-linear", ape(alone * (1.0 + slope * l2_sums), actual))
     if published is not None:
         slopes = np.array([published.get(t.target.model, np.nan) for t in test])
-        l2_pct = 100.0 * np.array([_l2(predictor, t.corunner, t.gpu) for t in test])
-        errors.add(
-            errors.baselines2, "igniter-published", ape(alone * (1 + slopes * l2_pct), actual)
-        )
+        published_ms = alone * (1 + slopes * 100 * l2_sums)
+        errors.add(errors.baselines2, "igniter-published", ape(published_ms, actual))
+    for t, predicted_alone in zip(test, alone, strict=True):
+        measured_alone = solo_latency(t)
+        reference = predicted_alone if measured_alone is None else measured_alone
+        errors.strength.append(t.latency_ms / reference)
+        errors.corunners.append(len(t.corunners))
+
+
+def solo_lookup(solo: Sequence[SoloRecord]) -> Callable[[Target], float | None]:
+    """The measured latency alone of a target's (GPU, model, batch, share), if any."""
+    known = {(r.gpu, r.model, r.batch, round(r.share, 4)): r.latency_ms for r in solo}
+
+    def find(t: Target) -> float | None:
+        return known.get((t.gpu, t.target.model, t.target.batch, round(t.target.share, 4)))
+
+    return find
 
 
 @dataclass(frozen=True)
@@ -174,9 +201,11 @@ class Evaluation:
     level1: ErrorSummary
     level2: ErrorSummary
     baselines: dict[str, dict[str, ErrorSummary]]
+    level2_breakdown: dict[str, dict[str, dict[str, ErrorSummary]]] = field(default_factory=dict)
+    """``strength`` and ``corunners``: level-2 predictor name -> bin label -> summary."""
 
     def to_dict(self) -> dict[str, object]:
-        """JSON-ready report: ``level1``, ``level2`` and ``baselines`` with MAPE and p90."""
+        """JSON-ready report: ``level1``, ``level2``, ``baselines`` and ``level2_breakdown``."""
         return {
             "split": self.split,
             "seed": self.seed,
@@ -187,12 +216,29 @@ class Evaluation:
                 level: {name: s.to_dict() for name, s in table.items()}
                 for level, table in self.baselines.items()
             },
+            "level2_breakdown": {
+                by: {n: {b: s.to_dict() for b, s in bins.items()} for n, bins in table.items()}
+                for by, table in self.level2_breakdown.items()
+            },
         }
+
+
+def _breakdown(errors: Errors) -> dict[str, dict[str, dict[str, ErrorSummary]]]:
+    """Each level-2 predictor's errors by strength bin and by co-runner count."""
+    named = {"arkgpu contention": errors.level2, **errors.baselines2}
+    order = {label: i for i, label in enumerate(strength_labels())}
+    by_strength, by_count = {}, {}
+    for name, values in named.items():
+        bins = bin_errors(values, errors.strength, lambda r: strength_label(float(r)))  # type: ignore[arg-type]
+        by_strength[name] = {k: summarise(bins[k]) for k in sorted(bins, key=order.__getitem__)}
+        counts = bin_errors(values, errors.corunners, lambda n: corunner_label(int(n)))  # type: ignore[call-overload]
+        by_count[name] = {k: summarise(counts[k]) for k in sorted(counts)}
+    return {"strength": by_strength, "corunners": by_count}
 
 
 def evaluate(
     solo: Sequence[SoloRecord],
-    pairs: Sequence[PairRecord],
+    pairs: Sequence[PairRecord | MpsRecord | Group],
     split_name: str,
     *,
     seed: int = 0,
@@ -202,23 +248,25 @@ def evaluate(
 ) -> Evaluation:
     """Fit and score the predictor and its baselines on every fold of ``split_name``.
 
-    ``on_fold(done, total)`` is called after each fold (progress display).
-    ``published_l2_slopes`` (iGniter's k_l2 per model, from
-    :func:`arkgpu.traces.profiles_importing.load_igniter_l2_slopes`) adds the
-    ``igniter-published`` level-2 baseline: latency alone x (1 + k_l2 x co-runner's
-    L2 %), iGniter's L2 term with its own coefficients (its idle-time and
-    power/frequency terms are not modelled).
+    ``pairs`` may mix pair records, MPS group records and groups
+    (:mod:`arkgpu.predictor.groups`). ``on_fold(done, total)`` is called after
+    each fold (progress display). ``published_l2_slopes`` (iGniter's k_l2 per
+    model, from :func:`arkgpu.traces.profiles_importing.load_igniter_l2_slopes`)
+    adds the ``igniter-published`` level-2 baseline: latency alone x (1 + k_l2 x
+    co-runners' L2 %), iGniter's L2 term with its own coefficients (its
+    idle-time and power/frequency terms are not modelled).
     """
     try:
         make_folds = SPLITS[split_name]
     except KeyError:
         raise ValueError(f"unknown split {split_name!r} (known: {', '.join(SPLITS)})") from None
-    folds = make_folds(solo, pairs, seed)
+    folds = make_folds(solo, as_groups(pairs), seed)
     errors = Errors()
+    measured_alone = solo_lookup(solo)
     for done, fold in enumerate(folds, start=1):
         predictor = Predictor.fit(fold.solo_train, fold.pair_train, config)
         _level1(fold, predictor, errors, seed)
-        _level2(fold, predictor, errors, published_l2_slopes)
+        _level2(fold, predictor, errors, published_l2_slopes, measured_alone)
         if on_fold is not None:
             on_fold(done, len(folds))
     baselines = {
@@ -226,5 +274,11 @@ def evaluate(
         "level2": {k: summarise(v) for k, v in errors.baselines2.items()},
     }
     return Evaluation(
-        split_name, seed, len(folds), summarise(errors.level1), summarise(errors.level2), baselines
+        split_name,
+        seed,
+        len(folds),
+        summarise(errors.level1),
+        summarise(errors.level2),
+        baselines,
+        _breakdown(errors),
     )

@@ -4,23 +4,25 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from arkgpu.model.arrays import FloatArray
+from arkgpu.predictor.confidence import Support
 from arkgpu.predictor.curves import SoloCurve, fit_curve
+from arkgpu.predictor.groups import Group, Target, as_groups, group_targets
 from arkgpu.predictor.interference import (
+    FEATURE_NAMES,
     FEATURE_SETS,
     Interference,
     Usage,
-    features,
     fit_interference,
+    group_features,
 )
 from arkgpu.predictor.utilisation import MIN_POINTS, UtilCurve, fit_util
 from arkgpu.predictor.workloads import Workload
-from arkgpu.traces.profiles import PairRecord, SoloRecord
+from arkgpu.traces.profiles import MpsRecord, PairRecord, SoloRecord
 
 Key = tuple[str, str]
 POOLED = "*"
@@ -46,6 +48,11 @@ def fit_curves(solo: Sequence[SoloRecord]) -> dict[Key, SoloCurve]:
     if not solo:
         raise ValueError("no solo profile records to fit")
     return {key: fit_curve(*_arrays(records)) for key, records in sorted(_by_key(solo).items())}
+
+
+def fit_support(solo: Sequence[SoloRecord]) -> dict[Key, Support]:
+    """The batch and share ranges of each (GPU, DNN model) in ``solo``."""
+    return {key: Support.of(records) for key, records in sorted(_by_key(solo).items())}
 
 
 def fit_utils(solo: Sequence[SoloRecord]) -> dict[tuple[str, str, str], UtilCurve]:
@@ -78,26 +85,9 @@ class Level2(Level1, Protocol):
         self, target: Workload, corunners: Sequence[Workload], gpu: str = ...
     ) -> float: ...
 
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """One measured co-located latency: a target workload with one co-runner."""
-
-    gpu: str
-    target: Workload
-    corunner: Workload
-    latency_ms: float
-    """Measured latency of the target's batch."""
-
-
-def pair_targets(pairs: Sequence[PairRecord]) -> list[Target]:
-    """Two targets per pair: a with b, and b with a."""
-    out = []
-    for p in pairs:
-        a = Workload(p.model_a, p.batch_a, p.share_a)
-        b = Workload(p.model_b, p.batch_b, p.share_b)
-        out += [Target(p.gpu, a, b, p.latency_a_ms), Target(p.gpu, b, a, p.latency_b_ms)]
-    return out
+    def crowding(
+        self, target: Workload, corunners: Sequence[Workload], gpu: str = ...
+    ) -> float: ...
 
 
 def _rows(
@@ -105,22 +95,25 @@ def _rows(
 ) -> tuple[FloatArray, FloatArray, list[str]]:
     rows, slowdowns, gpus = [], [], []
     for t in targets:
-        if not (base.knows(t.target.model) and base.knows(t.corunner.model)):
+        if not all(base.knows(w.model) for w in (t.target, *t.corunners)):
             continue  # no solo profile: level 1 cannot say what the slowdown is relative to
-        ut, uo = base.usage(t.target, t.gpu), base.usage(t.corunner, t.gpu)
-        if kind == "memory" and not (ut.measured and uo.measured):
+        ut = base.usage(t.target, t.gpu)
+        others = [base.usage(w, t.gpu) for w in t.corunners]
+        if kind == "memory" and not (ut.measured and all(u.measured for u in others)):
             continue
         alone = base.latency_ms(t.target.model, t.target.batch, t.target.share, t.gpu)
-        rows.append(features(kind, ut, uo))
+        rows.append(group_features(kind, ut, others))
         slowdowns.append(t.latency_ms / alone)
         gpus.append(t.gpu)
-    width = len(FEATURE_SETS[kind](Usage(1.0, 0.0), Usage(1.0, 0.0)))
+    width = len(FEATURE_NAMES[kind])
     return np.array(rows).reshape(-1, width), np.array(slowdowns), gpus
 
 
-def fit_pairs(base: Level1, pairs: Sequence[PairRecord]) -> dict[tuple[str, str], Interference]:
-    """Level-2 coefficients keyed (GPU or ``"*"`` for all pairs pooled, feature set)."""
-    targets = pair_targets(pairs)
+def fit_pairs(
+    base: Level1, pairs: Sequence[PairRecord | MpsRecord | Group]
+) -> dict[tuple[str, str], Interference]:
+    """Level-2 coefficients keyed (GPU or ``"*"`` for all groups pooled, feature set)."""
+    targets = group_targets(as_groups(pairs))
     fitted: dict[tuple[str, str], Interference] = {}
     for kind in FEATURE_SETS:
         rows, slowdowns, gpus = _rows(base, targets, kind)
@@ -133,7 +126,7 @@ def fit_pairs(base: Level1, pairs: Sequence[PairRecord]) -> dict[tuple[str, str]
 
 
 def fit_pair_scales(
-    fitted: Level2, pairs: Sequence[PairRecord], prior: float
+    fitted: Level2, pairs: Sequence[PairRecord | MpsRecord | Group], prior: float
 ) -> dict[tuple[str, str, str], float]:
     """Scale of the level-2 extra slowdown per (GPU, target model, co-runner model).
 
@@ -143,16 +136,22 @@ def fit_pair_scales(
 
         scale = (sum e*o + prior * mean(e^2)) / (sum e^2 + prior * mean(e^2)), clipped at 0
 
-    Combinations never measured keep scale 1 (the shared features alone).
+    Combinations never measured keep scale 1 (the shared features alone). Only
+    targets whose co-runners are all one model count, and the scale applies to
+    the per-co-runner terms: the group term (overcommit) is left out of both.
     """
     sums: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    for t in pair_targets(pairs):
-        if not (fitted.knows(t.target.model) and fitted.knows(t.corunner.model)):
+    for t in group_targets(as_groups(pairs)):
+        corunner_models = {w.model for w in t.corunners}
+        if len(corunner_models) != 1 or not fitted.knows(t.target.model):
+            continue
+        if not fitted.knows(t.corunners[0].model):
             continue
         alone = fitted.latency_ms(t.target.model, t.target.batch, t.target.share, t.gpu)
-        predicted = fitted.slowdown(t.target, [t.corunner], t.gpu) - 1.0
-        observed = t.latency_ms / alone - 1.0
-        entry = sums[(t.gpu, t.target.model, t.corunner.model)]
+        crowding = fitted.crowding(t.target, t.corunners, t.gpu)
+        predicted = fitted.slowdown(t.target, t.corunners, t.gpu) - 1.0 - crowding
+        observed = t.latency_ms / alone - 1.0 - crowding
+        entry = sums[(t.gpu, t.target.model, t.corunners[0].model)]
         entry[0] += predicted * observed
         entry[1] += predicted * predicted
         entry[2] += 1.0

@@ -25,6 +25,17 @@ where a workload's activity ``a`` is the fraction of the GPU's SMs its batch
 keeps busy times the fraction of its latency the GPU part takes
 (:meth:`arkgpu.predictor.curves.SoloCurve.activity`).
 
+Both sets end with one group term, ``overcommit``, added once per target::
+
+    g(t, J) = duty_t * max(0, occ_t + sum_j occ_j - 1)
+
+where ``occ`` is the fraction of the GPU's SMs a workload's batch keeps busy
+(at most its share) and ``duty_t`` the fraction of the target's latency its
+GPU part takes: when the workloads together ask for more SMs than the GPU has
+(MPS without active-thread limits, as in ParvaGPU's groups of processes),
+the GPU part stretches with the excess. Workloads on shares that add up to at
+most 1 (iGniter's pairs) never overcommit, so the term is 0 there.
+
 The coefficients ``theta`` are fitted by non-negative least squares on
 features that are all >= 0, so the slowdown is >= 1 by construction and never
 falls when a co-runner is added. The predictor further scales each
@@ -34,7 +45,7 @@ co-runner model) combination (:func:`arkgpu.predictor.fitting.fit_pair_scales`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +62,10 @@ class Usage:
     """Compute share in (0, 1]."""
     activity: float
     """Busy SM fraction times GPU duty cycle, in [0, 1] (from level 1)."""
+    occupancy: float = 0.0
+    """Busy SM fraction of the whole GPU, in [0, 1] (from level 1)."""
+    duty: float = 0.0
+    """Fraction of the latency the GPU part takes, in [0, 1] (from level 1)."""
     l2: float | None = None
     """L2 utilisation as a fraction of the whole GPU; None when never measured."""
     dram: float | None = None
@@ -77,9 +92,16 @@ FEATURE_SETS: dict[str, Callable[[Usage, Usage], list[float]]] = {
 }
 """Feature functions by name; see the module docstring."""
 FEATURE_NAMES: dict[str, tuple[str, ...]] = {
-    "memory": ("l2", "dram", "l2_x_l2", "dram_x_dram", "share_x_share"),
-    "activity": ("activity", "activity_x_activity", "share_x_share"),
+    "memory": ("l2", "dram", "l2_x_l2", "dram_x_dram", "share_x_share", "overcommit"),
+    "activity": ("activity", "activity_x_activity", "share_x_share", "overcommit"),
 }
+"""Names of theta's entries: the per-co-runner features, then the group term."""
+
+
+def overcommit(target: Usage, corunners: Sequence[Usage]) -> float:
+    """g(t, J): the target's GPU duty times the SMs asked for beyond the GPU's."""
+    asked = target.occupancy + sum(u.occupancy for u in corunners)
+    return target.duty * max(0.0, asked - 1.0)
 
 
 def feature_set_for(target: Usage, corunners: list[Usage]) -> str:
@@ -87,9 +109,13 @@ def feature_set_for(target: Usage, corunners: list[Usage]) -> str:
     return "memory" if target.measured and all(u.measured for u in corunners) else "activity"
 
 
-def features(kind: str, target: Usage, corunner: Usage) -> FloatArray:
-    """f(t, j) of feature set ``kind``, one row."""
-    return np.array(FEATURE_SETS[kind](target, corunner))
+def group_features(kind: str, target: Usage, corunners: Sequence[Usage]) -> FloatArray:
+    """sum_j f(t, j) of feature set ``kind``, then g(t, J): one row, theta's width."""
+    width = len(FEATURE_NAMES[kind]) - 1
+    summed = np.zeros(width)
+    for corunner in corunners:
+        summed += np.array(FEATURE_SETS[kind](target, corunner))
+    return np.append(summed, overcommit(target, corunners))
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,13 +128,18 @@ class Interference:
     """Coefficients of f(t, j), in :data:`FEATURE_NAMES` order; all >= 0."""
 
     def extra(self, target: Usage, corunner: Usage) -> float:
-        """theta . f(t, j): the slowdown one co-runner adds (>= 0)."""
+        """theta . f(t, j): the slowdown one co-runner adds by itself (>= 0)."""
         features = FEATURE_SETS[self.kind](target, corunner)
-        return sum(t * f for t, f in zip(self.theta, features, strict=True))
+        return sum(t * f for t, f in zip(self.theta, features, strict=False))
+
+    def crowding(self, target: Usage, corunners: Sequence[Usage]) -> float:
+        """The group term's slowdown (>= 0): SMs asked for beyond the GPU's."""
+        return self.theta[-1] * overcommit(target, corunners)
 
     def slowdown(self, target: Usage, corunners: list[Usage]) -> float:
         """Slowdown factor (>= 1) of ``target`` with ``corunners`` on the same GPU."""
-        return 1.0 + sum(self.extra(target, corunner) for corunner in corunners)
+        pairwise = sum(self.extra(target, corunner) for corunner in corunners)
+        return 1.0 + pairwise + self.crowding(target, corunners)
 
     @staticmethod
     def none(kind: str) -> Interference:
@@ -119,7 +150,8 @@ class Interference:
 def fit_interference(kind: str, rows: FloatArray, slowdowns: FloatArray) -> Interference:
     """Fit theta by non-negative least squares on relative error.
 
-    ``rows`` holds f(t, j) summed over each target's co-runners, ``slowdowns``
+    ``rows`` holds f(t, j) summed over each target's co-runners and g(t, J)
+    (:func:`group_features`), ``slowdowns``
     the measured latency divided by the level-1 prediction alone. Dividing
     both sides by the slowdown weighs each pair by its relative error. No
     rows: no interference.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,17 +18,28 @@ from numpy.typing import NDArray
 from arkgpu.model.arrays import FloatArray
 from arkgpu.model.gpus import REFERENCE_GPU, UnknownGpuModelError, gpu_model
 from arkgpu.predictor.anchoring import anchored_curve
+from arkgpu.predictor.confidence import Confidence, Support, interval
 from arkgpu.predictor.config import PredictorConfig
 from arkgpu.predictor.curves import SoloCurve
-from arkgpu.predictor.fitting import POOLED, fit_curves, fit_pair_scales, fit_pairs, fit_utils
+from arkgpu.predictor.fitting import (
+    POOLED,
+    fit_curves,
+    fit_pair_scales,
+    fit_pairs,
+    fit_support,
+    fit_utils,
+)
+from arkgpu.predictor.groups import Group
 from arkgpu.predictor.interference import Interference, Usage, feature_set_for
 from arkgpu.predictor.storing import read_predictor, write_predictor
 from arkgpu.predictor.utilisation import UtilCurve
 from arkgpu.predictor.workloads import UnknownModelError, Workload, check_query
 from arkgpu.traces.profiles import (
+    MpsRecord,
     PairRecord,
     SoloRecord,
     default_profile_dir,
+    load_mps_profiles,
     load_pair_profiles,
     load_solo_profiles,
 )
@@ -45,6 +57,8 @@ class Predictor:
         interference: dict[tuple[str, str], Interference],
         config: PredictorConfig,
         pair_scales: dict[tuple[str, str, str], float] | None = None,
+        support: dict[tuple[str, str], Support] | None = None,
+        intervals: dict[str, tuple[float, float]] | None = None,
     ) -> None:
         self.curves = curves
         self.utils = utils
@@ -52,21 +66,63 @@ class Predictor:
         self.config = config
         self.pair_scales = pair_scales or {}
         """Scale of the extra slowdown per (GPU, target model, co-runner model); default 1."""
+        self.support = support or {}
+        """Batch and share ranges each curve was fitted on (:mod:`arkgpu.predictor.confidence`)."""
+        self.intervals = dict(intervals or config.intervals)
+        """Log-ratio interval per kind of query; ``config.intervals`` unless calibrated."""
 
     @classmethod
     def fit(
         cls,
         solo: Sequence[SoloRecord],
-        pairs: Sequence[PairRecord] = (),
+        pairs: Sequence[PairRecord | MpsRecord | Group] = (),
         config: PredictorConfig | None = None,
     ) -> Predictor:
-        """Fit level 1 on ``solo`` and level 2 on ``pairs`` (none: no interference)."""
+        """Fit level 1 on ``solo`` and level 2 on ``pairs`` (none: no interference).
+
+        ``pairs`` may mix pair records, MPS group records and groups
+        (:mod:`arkgpu.predictor.groups`)."""
         config = config or PredictorConfig()
         curves, utils = fit_curves(solo), fit_utils(solo)
         interference = fit_pairs(cls(curves, utils, {}, config), pairs)
         shared = cls(curves, utils, interference, config)
         scales = fit_pair_scales(shared, pairs, config.pair_prior)
-        return cls(curves, utils, interference, config, scales)
+        return cls(curves, utils, interference, config, scales, fit_support(solo))
+
+    def _with(self, **changes: Any) -> Predictor:
+        """A copy with some parts replaced (keyword names as in the constructor)."""
+        parts: dict[str, Any] = {
+            "curves": self.curves,
+            "utils": self.utils,
+            "interference": self.interference,
+            "config": self.config,
+            "pair_scales": self.pair_scales,
+            "support": self.support,
+            "intervals": self.intervals,
+        }
+        parts.update(changes)
+        return Predictor(**parts)
+
+    def with_intervals(self, intervals: dict[str, tuple[float, float]]) -> Predictor:
+        """A copy whose intervals are ``intervals`` (from :mod:`arkgpu.predictor.intervals`)."""
+        return self._with(intervals={**self.intervals, **intervals})
+
+    def confidence(
+        self, model: str, batch: int, share: float, gpu: str = DEFAULT_GPU
+    ) -> Confidence:
+        """Level 1 with how sure it is: the kind of query, an interval and why not confident."""
+        latency = self.latency_ms(model, batch, share, gpu)
+        support = self.support.get((gpu, model))
+        if (gpu, model) not in self.curves:
+            source = next(g for g, m in self.curves if m == model)
+            why = f"{model} never profiled on {gpu}: its {source} curve scaled by GPU speed"
+            return interval(latency, "cross-gpu", [why], self.intervals)
+        if support is None or support.borrowed:
+            why = f"{model} on {gpu} predicted from one measured point and other models' curves"
+            return interval(latency, "new-model", [why], self.intervals)
+        outside = support.outside(batch, share)
+        kind = "extrapolated" if outside else "measured-range"
+        return interval(latency, kind, outside, self.intervals)
 
     def with_model(
         self, model: str, batch: int, share: float, latency_ms: float, gpu: str = DEFAULT_GPU
@@ -82,7 +138,9 @@ class Predictor:
         )
         curves = dict(self.curves)
         curves[(gpu, model)] = anchored_curve(references, batch, share, latency_ms)
-        return Predictor(curves, self.utils, self.interference, self.config, self.pair_scales)
+        support = dict(self.support)
+        support[(gpu, model)] = Support(batch, batch, share, share, 1, borrowed=True)
+        return self._with(curves=curves, support=support)
 
     def models(self, gpu: str = DEFAULT_GPU) -> list[str]:
         """DNN models profiled on ``gpu``, sorted."""
@@ -163,9 +221,12 @@ class Predictor:
         curve, factor = self.curve(workload.model, gpu)
         l2 = self.utils.get((gpu, workload.model, "l2"))
         dram = self.utils.get((gpu, workload.model, "dram"))
+        occupancy, duty = curve.occupancy_duty(b, s * factor)
         return Usage(
             share=s,
-            activity=curve.activity(b, s * factor),
+            activity=occupancy * duty,
+            occupancy=occupancy,
+            duty=duty,
             l2=None if l2 is None else l2.util_pct(b, s) / 100.0,
             dram=None if dram is None else dram.util_pct(b, s) / 100.0,
         )
@@ -182,17 +243,30 @@ class Predictor:
         The shipped pairs are MPS co-locations; workloads in different MIG
         instances do not share L2 or DRAM bandwidth and are not co-runners here.
         """
-        mine = self.usage(target, gpu)
-        others = [self.usage(w, gpu) for w in corunners]
-        kind = feature_set_for(mine, others)
-        model = self.interference.get((gpu, kind)) or self.interference.get((POOLED, kind))
+        mine, others, model = self._level2(target, corunners, gpu)
         if model is None:
             return 1.0
-        extra = 0.0
+        extra = model.crowding(mine, others)
         for workload, usage in zip(corunners, others, strict=True):
             scale = self.pair_scales.get((gpu, target.model, workload.model), 1.0)
             extra += scale * model.extra(mine, usage)
         return 1.0 + extra
+
+    def crowding(
+        self, target: Workload, corunners: Sequence[Workload], gpu: str = DEFAULT_GPU
+    ) -> float:
+        """The part of :meth:`slowdown` - 1 that comes from SMs asked for beyond the GPU's."""
+        mine, others, model = self._level2(target, corunners, gpu)
+        return 0.0 if model is None else model.crowding(mine, others)
+
+    def _level2(
+        self, target: Workload, corunners: Sequence[Workload], gpu: str
+    ) -> tuple[Usage, list[Usage], Interference | None]:
+        mine = self.usage(target, gpu)
+        others = [self.usage(w, gpu) for w in corunners]
+        kind = feature_set_for(mine, others)
+        model = self.interference.get((gpu, kind)) or self.interference.get((POOLED, kind))
+        return mine, others, model
 
     def colocated_latency_ms(
         self, target: Workload, corunners: Sequence[Workload], gpu: str = DEFAULT_GPU
@@ -221,20 +295,24 @@ class Predictor:
             interference=self.interference,
             config=self.config,
             pair_scales=self.pair_scales,
+            support=self.support,
+            intervals=self.intervals,
         )
 
     @classmethod
     def load(cls, path: Path | str) -> Predictor:
         """Read a predictor written by :meth:`save`; a wrong version or corrupt file raises."""
-        curves, utils, interference, config, scales = read_predictor(path)
-        return cls(curves, utils, interference, config, scales)
+        return cls(*read_predictor(path))
 
 
 def default_predictor(config: PredictorConfig | None = None) -> Predictor:
     """A predictor fitted now on the canonical profiles shipped in the package.
 
     Fits iGniter's V100 solo and pair profiles and ParvaGPU's A100 solo profiles
-    (:func:`arkgpu.traces.profiles.default_profile_dir`); nothing is cached.
+    and MPS process groups (:func:`arkgpu.traces.profiles.default_profile_dir`);
+    nothing is cached.
     """
     directory = default_profile_dir()
-    return Predictor.fit(load_solo_profiles(directory), load_pair_profiles(directory), config)
+    groups: list[PairRecord | MpsRecord] = [*load_pair_profiles(directory)]
+    groups += load_mps_profiles(directory)
+    return Predictor.fit(load_solo_profiles(directory), groups, config)

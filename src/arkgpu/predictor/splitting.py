@@ -12,8 +12,9 @@ from typing import TypeVar
 
 import numpy as np
 
+from arkgpu.predictor.groups import Group
 from arkgpu.predictor.workloads import Workload
-from arkgpu.traces.profiles import PairRecord, SoloRecord
+from arkgpu.traces.profiles import SoloRecord
 
 TEST_FRACTION = 0.2
 """Share of records held out by the random split (the issue's 80/20)."""
@@ -22,19 +23,19 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Fold:
-    """One train/test division of the solo and pair records."""
+    """One train/test division of the solo records and the co-located groups (pairs, MPS)."""
 
     solo_train: list[SoloRecord]
     solo_test: list[SoloRecord]
-    pair_train: list[PairRecord]
-    pair_test: list[PairRecord]
+    pair_train: list[Group]
+    pair_test: list[Group]
     scored: Callable[[Workload], bool] = lambda _: True
-    """Which targets of the test pairs this fold scores (each target once over all folds)."""
+    """Which targets of the test groups this fold scores (each target once over all folds)."""
     new_model: str | None = None
     """A model level 1 predicts as if never profiled, from one anchor point of its own."""
 
 
-SplitFunction = Callable[[Sequence[SoloRecord], Sequence[PairRecord], int], list[Fold]]
+SplitFunction = Callable[[Sequence[SoloRecord], Sequence[Group], int], list[Fold]]
 SPLITS: dict[str, SplitFunction] = {}
 
 
@@ -57,8 +58,8 @@ def _random_halves(items: Sequence[T], rng: np.random.Generator) -> tuple[list[T
 
 
 @split("random")
-def random_split(solo: Sequence[SoloRecord], pairs: Sequence[PairRecord], seed: int) -> list[Fold]:
-    """One fold: a random 20% of solo records and, independently, 20% of pairs held out."""
+def random_split(solo: Sequence[SoloRecord], pairs: Sequence[Group], seed: int) -> list[Fold]:
+    """One fold: a random 20% of solo records and, independently, 20% of groups held out."""
     rng = np.random.default_rng(seed)
     solo_train, solo_test = _random_halves(solo, rng)
     pair_train, pair_test = _random_halves(pairs, rng)
@@ -74,9 +75,9 @@ def _matching(key: Callable[[Workload], object], value: object) -> Callable[[Wor
 
 def _leave_one_out(
     solo: Sequence[SoloRecord],
-    pairs: Sequence[PairRecord],
+    pairs: Sequence[Group],
     solo_key: Callable[[SoloRecord], object],
-    pair_keys: Callable[[PairRecord], tuple[object, object]],
+    pair_keys: Callable[[Group], frozenset[object]],
     target_key: Callable[[Workload], object],
 ) -> list[Fold]:
     values = sorted({solo_key(r) for r in solo} | {k for p in pairs for k in pair_keys(p)}, key=str)
@@ -96,19 +97,19 @@ def _leave_one_out(
 
 @split("leave-one-batch-out")
 def leave_one_batch_out(
-    solo: Sequence[SoloRecord], pairs: Sequence[PairRecord], seed: int
+    solo: Sequence[SoloRecord], pairs: Sequence[Group], seed: int
 ) -> list[Fold]:
     """One fold per batch size: every solo record and every pair with that batch held out;
     the fold scores the held-out pairs' targets of that batch (each target once)."""
     del seed
     return _leave_one_out(
-        solo, pairs, lambda r: r.batch, lambda p: (p.batch_a, p.batch_b), lambda w: w.batch
+        solo, pairs, lambda r: r.batch, lambda g: frozenset(g.batches), lambda w: w.batch
     )
 
 
 @split("leave-one-share-out")
 def leave_one_share_out(
-    solo: Sequence[SoloRecord], pairs: Sequence[PairRecord], seed: int
+    solo: Sequence[SoloRecord], pairs: Sequence[Group], seed: int
 ) -> list[Fold]:
     """One fold per share (a MIG size stands for a smaller GPU): predict an unseen size."""
     del seed
@@ -116,14 +117,14 @@ def leave_one_share_out(
         solo,
         pairs,
         lambda r: round(r.share, 4),
-        lambda p: (round(p.share_a, 4), round(p.share_b, 4)),
+        lambda g: frozenset(g.shares),
         lambda w: round(w.share, 4),
     )
 
 
 @split("leave-one-model-out")
 def leave_one_model_out(
-    solo: Sequence[SoloRecord], pairs: Sequence[PairRecord], seed: int
+    solo: Sequence[SoloRecord], pairs: Sequence[Group], seed: int
 ) -> list[Fold]:
     """One fold per DNN model, as if it were new.
 
@@ -134,15 +135,13 @@ def leave_one_model_out(
     solo profile, never its interference with everything else, measured).
     """
     del seed
-    models = sorted(
-        {r.model for r in solo} | {p.model_a for p in pairs} | {p.model_b for p in pairs}
-    )
+    models = sorted({r.model for r in solo}.union(*(g.models for g in pairs)))
     return [
         Fold(
             list(solo),
             [],
-            [p for p in pairs if model not in (p.model_a, p.model_b)],
-            [p for p in pairs if model in (p.model_a, p.model_b)],
+            [g for g in pairs if model not in g.models],
+            [g for g in pairs if model in g.models],
             _matching(lambda w: w.model, model),
             new_model=model,
         )
@@ -151,7 +150,7 @@ def leave_one_model_out(
 
 
 @split("cross-gpu")
-def cross_gpu(solo: Sequence[SoloRecord], pairs: Sequence[PairRecord], seed: int) -> list[Fold]:
+def cross_gpu(solo: Sequence[SoloRecord], pairs: Sequence[Group], seed: int) -> list[Fold]:
     """One fold per GPU model: predict its models from their profiles on the other GPUs.
 
     The predictor then scales shares by the GPUs' speed ratio (config

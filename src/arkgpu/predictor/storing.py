@@ -6,15 +6,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+from arkgpu.predictor.confidence import Support
 from arkgpu.predictor.config import PredictorConfig
 from arkgpu.predictor.curves import PARAMETER_NAMES, SoloCurve
 from arkgpu.predictor.interference import FEATURE_NAMES, Interference
 from arkgpu.predictor.utilisation import UtilCurve
 
 FORMAT = "arkgpu-predictor"
-VERSION = 1
+VERSION = 2
 """Bumped whenever the formulas or the file layout change; other versions are refused."""
 UTIL_NAMES = ("log_scale", "batch_exponent", "share_exponent")
+SUPPORT_NAMES = ("min_batch", "max_batch", "min_share", "max_share", "points")
 
 
 class PredictorFileError(ValueError):
@@ -29,6 +31,8 @@ def write_predictor(
     interference: dict[tuple[str, str], Interference],
     config: PredictorConfig,
     pair_scales: dict[tuple[str, str, str], float],
+    support: dict[tuple[str, str], Support],
+    intervals: dict[str, tuple[float, float]],
 ) -> None:
     """Write a predictor's fitted parts to ``path`` as JSON."""
     doc = {
@@ -52,6 +56,8 @@ def write_predictor(
             {"gpu": g, "target": t, "corunner": c, "scale": v}
             for (g, t, c), v in pair_scales.items()
         ],
+        "support": [{"gpu": g, "model": m, **v.to_dict()} for (g, m), v in support.items()],
+        "intervals": {k: list(v) for k, v in intervals.items()},
     }
     Path(path).write_text(json.dumps(doc, indent=1) + "\n")
 
@@ -86,11 +92,19 @@ def _parse(doc: dict[str, Any]) -> tuple[Any, ...]:
         if not isinstance(scale, int | float) or scale < 0:
             raise ValueError(f"pair scale {scale!r} is not a number >= 0")
         scales[(str(entry["gpu"]), str(entry["target"]), str(entry["corunner"]))] = float(scale)
-    return curves, utils, interference, PredictorConfig.from_dict(doc["config"]), scales
+    support = {(str(e["gpu"]), str(e["model"])): _support(e) for e in doc["support"]}
+    intervals = {str(k): (float(low), float(high)) for k, (low, high) in doc["intervals"].items()}
+    config = PredictorConfig.from_dict(doc["config"])
+    return curves, utils, interference, config, scales, support, intervals
+
+
+def _support(entry: dict[str, Any]) -> Support:
+    low_b, high_b, low_s, high_s, points = _numbers(entry, SUPPORT_NAMES)
+    return Support(int(low_b), int(high_b), low_s, high_s, int(points), bool(entry["borrowed"]))
 
 
 def read_predictor(path: Path | str) -> tuple[Any, ...]:
-    """Parts of the predictor in ``path``: curves, utilisation, interference, config, scales."""
+    """Parts of the predictor in ``path``, in the order of the Predictor's constructor."""
     try:
         doc = json.loads(Path(path).read_text())
     except json.JSONDecodeError as exc:
