@@ -85,7 +85,8 @@ def test_profiles_follow_the_fake_kernels_and_the_shares_and_the_predictor_fits_
         ["predictor", "fit", "--profiles", str(out), "--out", str(workdir / "p.json")], fake_env
     )
     assert fitted.returncode == 0, fitted.stderr
-    assert "2 level-1 curves, 1 pairs at level 2" in fitted.stdout
+    assert "2 level-1 curves, 1 co-located records at level 2" in fitted.stdout
+    assert "ArkGPU-Fake-GPU: 2 DNN models, 1 pairs" in fitted.stdout
 
 
 def _points(out: Path) -> dict[str, tuple[int, str]]:
