@@ -76,6 +76,13 @@ def register(subparsers: Any) -> None:
         default=0,
         help="seed of the synthetic pods (default 0)",
     )
+    bench.add_argument(
+        "--relearn",
+        choices=("process", "thread", "inline"),
+        default="process",
+        help="where the arkgpu policy re-learns: a worker process (default, as the extender "
+        "runs), a worker thread, or inline on the request path",
+    )
     bench.set_defaults(handler=bench_command)
 
 
@@ -106,6 +113,7 @@ def bench_command(args: argparse.Namespace) -> int:
         policy=args.policy[0],
         bind_threads=args.bind_threads,
         seed=args.seed,
+        relearn=args.relearn,
     )
     with ProgressReporter("extender bench", config.repeats) as progress:
         report = run_bench(config, progress=progress.advance)

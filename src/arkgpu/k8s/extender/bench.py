@@ -71,6 +71,9 @@ class BenchConfig:
     """Concurrent bind callers."""
     seed: int = 0
     """Seed of the pods' shapes."""
+    relearn: str = "process"
+    """Where the ``arkgpu`` policy re-learns: ``process`` (the extender's default),
+    ``thread`` or ``inline`` (:attr:`ExtenderConfig.relearn_worker`)."""
 
 
 def node_json(name: str, gpus: int) -> dict[str, Any]:
@@ -132,11 +135,16 @@ class _Caller:
 
 def _cluster(config: BenchConfig) -> tuple[Running, MemoryApi, list[str]]:
     api = MemoryApi(keep_events=10)
-    running = start(
-        ExtenderConfig(listen_address="127.0.0.1", port=0, policy=config.policy, lc_check=False),
-        api,
-        watching=False,
+    background = config.relearn != "inline"
+    settings = ExtenderConfig(
+        listen_address="127.0.0.1",
+        port=0,
+        policy=config.policy,
+        lc_check=False,
+        relearn_in_background=background,
+        relearn_worker=config.relearn if background else "process",
     )
+    running = start(settings, api, watching=False)
     names = [f"node-{i:05d}" for i in range(config.nodes)]
     view = running.extender.view
     with view.lock:
@@ -258,6 +266,7 @@ def run_bench(
         "repeats": config.repeats,
         "policy": config.policy,
         "bind_threads": config.bind_threads,
+        "relearn": config.relearn,
     }
     for key in runs[0]:
         report[key] = statistics.median(run[key] for run in runs)

@@ -14,12 +14,25 @@ from typing import Any
 from arkgpu.k8s.contract import PERCENT_FULL, SCHEDULER_NAME
 from arkgpu.k8s.jsonhttp import ServerConfig
 from arkgpu.model.gpus import REFERENCE_GPU
-from arkgpu.model.settings import Parser, boolean, integer, number, parsed, path, read_toml, text
+from arkgpu.model.settings import (
+    Parser,
+    boolean,
+    choice,
+    integer,
+    number,
+    parsed,
+    path,
+    read_toml,
+    text,
+)
 from arkgpu.placement import POLICIES
 
 DEFAULT_POLICY = "arkgpu"
 """The project's best level-1 policy (docs/BENCHMARKS.md: lowest unallocated GPU share on
 every openb trace, never worse than FGD)."""
+
+RELEARN_WORKERS = ("process", "thread")
+"""Values of :attr:`ExtenderConfig.relearn_worker`."""
 
 
 @dataclass(frozen=True)
@@ -54,9 +67,16 @@ class ExtenderConfig:
     """Check LC pods with the predictor (default true: an LC pod goes only where every LC
     service on its GPU still meets its target); false: LC pods are placed as BE."""
     relearn_in_background: bool = True
-    """The ``arkgpu`` policy re-learns its measures (20-100 ms every few hundred GPU pods) on
-    a worker thread, so no filter call waits for it (default true); false: inline, as the
-    simulator does (placements then repeat exactly, at the cost of those slow calls)."""
+    """The ``arkgpu`` policy re-learns its measures (20-100 ms every few hundred GPU pods) off
+    the request path, on ``relearn_worker``, so no filter call waits for it (default true);
+    false: inline, as the simulator does (placements then repeat exactly, at the cost of
+    those slow calls)."""
+    relearn_worker: str = "process"
+    """Where background re-learning runs: ``process`` (default) or ``thread``. A thread
+    shares the interpreter lock with request handling: the filter calls made while it
+    solves its LPs took milliseconds longer, which set the p99 (docs/studies/extender.md,
+    "Re-learning in a process"). A process shares nothing; it is restarted if it dies, the
+    policy deciding meanwhile with what it learned last."""
     default_gpucores_percent: int = 0
     """``nvidia.com/gpucores`` of a container that gives GPU memory but no cores, percent
     (default 0: the same percentage of the GPU as its memory)."""
@@ -98,6 +118,7 @@ PARSERS: dict[str, Parser] = {
     "gpu_model": text,
     "lc_check": boolean,
     "relearn_in_background": boolean,
+    "relearn_worker": choice(*RELEARN_WORKERS),
     "default_gpucores_percent": integer(0, PERCENT_FULL),
     "max_body_bytes": integer(1024),
     "read_timeout_s": number(0.0, 3600.0),
