@@ -83,6 +83,14 @@ def register(subparsers: Any) -> None:
         help="where the arkgpu policy re-learns: a worker process (default, as the extender "
         "runs), a worker thread, or inline on the request path",
     )
+    bench.add_argument(
+        "--gc-full-every",
+        metavar="N",
+        type=integer(1, 1_000_000),
+        default=1000,
+        help="middle-generation collections between two full ones, as the extender's "
+        "gc_full_every; 10 is Python's own (default 1000)",
+    )
     bench.set_defaults(handler=bench_command)
 
 
@@ -114,6 +122,7 @@ def bench_command(args: argparse.Namespace) -> int:
         bind_threads=args.bind_threads,
         seed=args.seed,
         relearn=args.relearn,
+        gc_full_every=args.gc_full_every,
     )
     with ProgressReporter("extender bench", config.repeats) as progress:
         report = run_bench(config, progress=progress.advance)

@@ -77,6 +77,14 @@ class ExtenderConfig:
     solves its LPs took milliseconds longer, which set the p99 (docs/studies/extender.md,
     "Re-learning in a process"). A process shares nothing; it is restarted if it dies, the
     policy deciding meanwhile with what it learned last."""
+    gc_full_every: int = 1000
+    """Collections of the garbage collector's middle generation between two full ones, once
+    the first snapshot is in (CPython's third threshold; default 1000, Python's own is 10).
+    A full collection scans every object made since the snapshot was frozen and stalls the
+    filter call it falls on by 2-11 ms on the 2-core machine; with 10 the benchmark saw 13 in
+    1,000 pods, with 1000 none (docs/studies/extender.md). Cyclic garbage that lived long
+    enough to reach the oldest generation is freed that much later; the extender makes
+    little (its objects are freed by reference counting)."""
     default_gpucores_percent: int = 0
     """``nvidia.com/gpucores`` of a container that gives GPU memory but no cores, percent
     (default 0: the same percentage of the GPU as its memory)."""
@@ -119,6 +127,7 @@ PARSERS: dict[str, Parser] = {
     "lc_check": boolean,
     "relearn_in_background": boolean,
     "relearn_worker": choice(*RELEARN_WORKERS),
+    "gc_full_every": integer(1, 1_000_000),
     "default_gpucores_percent": integer(0, PERCENT_FULL),
     "max_body_bytes": integer(1024),
     "read_timeout_s": number(0.0, 3600.0),

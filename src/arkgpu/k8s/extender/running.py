@@ -191,6 +191,15 @@ def start(config: ExtenderConfig, api: ClusterApi, watching: bool = True) -> Run
     return running
 
 
+def settle_gc(config: ExtenderConfig) -> None:
+    """Once the first snapshot is in: the snapshot, long-lived, is kept out of the
+    collector's scans (``gc.freeze``), and full collections, which stall the filter call they
+    fall on, come every ``gc_full_every`` collections of the middle generation."""
+    gc.freeze()
+    first, second, _ = gc.get_threshold()
+    gc.set_threshold(first, second, config.gc_full_every)
+
+
 def serve(config: ExtenderConfig) -> int:
     """Runs the extender until SIGTERM or SIGINT; returns the exit status."""
     from arkgpu.k8s.cluster.kube import KubeApi, load_client  # noqa: PLC0415 (kubernetes)
@@ -214,9 +223,7 @@ def serve(config: ExtenderConfig) -> int:
     )
     while not stop.wait(0.1):
         if running.ready():
-            # The snapshot is long-lived: kept out of the collector's full scans, which
-            # otherwise stall a filter call now and then for tens of milliseconds.
-            gc.freeze()
+            settle_gc(config)
             break
     stop.wait()
     running.close()
