@@ -58,6 +58,10 @@ class ProcessConfig:
     preload: tuple[str, ...] = ("arkgpu.placement.arkgpu_learning",)
     """Modules the worker imports as it starts, before any task comes (default: the
     re-learning code, with numpy and scipy), so that the first task does not wait for them."""
+    niceness: int = 10
+    """Added to the worker's nice value as it starts (default 10; 0 keeps the caller's):
+    on a machine with few cores the worker's LPs then give way to the caller's request
+    threads, which are what is waited for; a re-learning late by a few ms costs nothing."""
     stop_timeout_s: float = 5.0
     """Seconds :meth:`ProcessSolver.close` waits for the worker after SIGTERM before it
     sends SIGKILL (default 5: a worker exits on SIGTERM at once, even mid-task)."""
@@ -68,12 +72,13 @@ class WorkerLostError(RuntimeError):
 
 
 def main(argv: list[str]) -> None:
-    """The worker process (``argv``: the pipe's file descriptor, then modules to import):
-    run each task received until the pipe closes. A task's error goes back to the caller;
-    the caller decides when this ends."""
+    """The worker process (``argv``: the pipe's file descriptor, the niceness to add, then
+    modules to import): run each task received until the pipe closes. A task's error goes
+    back to the caller; the caller decides when this ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(int(argv[0]))
-    for name in argv[1:]:
+    os.nice(int(argv[1]))
+    for name in argv[2:]:
         importlib.import_module(name)
     while True:
         try:
@@ -107,7 +112,7 @@ class Worker:
         self._conn, child = multiprocessing.Pipe()
         fd = child.fileno()
         self.process = subprocess.Popen(  # our interpreter, our code
-            [sys.executable, "-c", WORKER_CODE, str(fd), *config.preload],
+            [sys.executable, "-c", WORKER_CODE, str(fd), str(config.niceness), *config.preload],
             pass_fds=[fd],
             env={**os.environ, "PYTHONPATH": _python_path()},
             stdin=subprocess.DEVNULL,
