@@ -78,10 +78,11 @@ def register(subparsers: Any) -> None:
     )
     bench.add_argument(
         "--relearn",
+        metavar="WHERE",
         choices=("process", "thread", "inline"),
         default="process",
-        help="where the arkgpu policy re-learns: a worker process (default, as the extender "
-        "runs), a worker thread, or inline on the request path",
+        help="where the arkgpu policy re-learns: process (a worker process, as the extender "
+        "runs), thread (a worker thread) or inline (on the request path); default: process",
     )
     bench.add_argument(
         "--gc-full-every",
