@@ -76,6 +76,22 @@ def register(subparsers: Any) -> None:
         default=0,
         help="seed of the synthetic pods (default 0)",
     )
+    bench.add_argument(
+        "--relearn",
+        metavar="WHERE",
+        choices=("process", "thread", "inline"),
+        default="process",
+        help="where the arkgpu policy re-learns: process (a worker process, as the extender "
+        "runs), thread (a worker thread) or inline (on the request path); default: process",
+    )
+    bench.add_argument(
+        "--gc-full-every",
+        metavar="N",
+        type=integer(1, 1_000_000),
+        default=1000,
+        help="middle-generation collections between two full ones, as the extender's "
+        "gc_full_every; 10 is Python's own (default 1000)",
+    )
     bench.set_defaults(handler=bench_command)
 
 
@@ -106,6 +122,8 @@ def bench_command(args: argparse.Namespace) -> int:
         policy=args.policy[0],
         bind_threads=args.bind_threads,
         seed=args.seed,
+        relearn=args.relearn,
+        gc_full_every=args.gc_full_every,
     )
     with ProgressReporter("extender bench", config.repeats) as progress:
         report = run_bench(config, progress=progress.advance)

@@ -7,8 +7,9 @@ typical shapes, per-node fragmentation tables, scarcity weights, the demand
 of ``gpu_spec`` classes against the GPU models left and, after the warm-up,
 share prices. The task reads only the snapshot and the cluster's
 fixed description (GPU models, capacities), so it may run on another thread
-(:mod:`arkgpu.placement.relearning`); the tracker catches up with the nodes
-that changed since the snapshot on its next refresh.
+(:mod:`arkgpu.placement.relearning`), or, pickled, in another process; the
+tracker catches up with the nodes that changed since the snapshot on its next
+refresh.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 
 from arkgpu.model.arrays import BoolArray, FloatArray, IntArray
 from arkgpu.model.cluster import ClusterState
-from arkgpu.model.resources import MILLI_PER_GPU, Pod
+from arkgpu.model.resources import MILLI_PER_GPU, Node, Pod
 from arkgpu.placement.arkgpu_values import PriceTables, ShareValues
 from arkgpu.placement.fragmentation import FragTables, Shape, TypicalPods
 from arkgpu.placement.scarcity import Scarcity, scarcity
@@ -77,32 +78,127 @@ class Learned:
     """None during the warm-up, or when there is no share to price."""
 
 
+@dataclass(frozen=True, slots=True)
+class RelearnTask:
+    """One re-learning's inputs, taken between two decisions; calling it computes the result.
+
+    ``state`` is read only for the cluster's fixed description (capacities, GPU
+    models); the snapshot proper is the copies in the other fields. Pickled (for
+    a worker process, :class:`~arkgpu.placement.relearning.ProcessSolver`), the
+    live state is replaced by :class:`FixedCluster`, a copy of that description
+    without the node objects: the pickle is the snapshot, so it must be made
+    between decisions, and the process computes the same :class:`Learned`.
+    """
+
+    state: ClusterState
+    shapes: Counter[Shape]
+    gpu_left: IntArray
+    cpu_left: IntArray
+    values: ShareValues
+    popularity: float
+    with_prices: bool
+
+    def __call__(self) -> Learned:
+        """Everything the scores use, from the snapshot alone."""
+        state, shapes, gpu_left = self.state, self.shapes, self.gpu_left
+        typical = TypicalPods.from_counts(shapes, self.popularity)
+        access = typical.access(state)
+        return Learned(
+            typical=typical,
+            access=access,
+            tables=FragTables.compute(gpu_left, typical),
+            seen_cpu=self.cpu_left,
+            seen_gpu=gpu_left,
+            scarcity=scarcity(state, typical, access),
+            spec_demand=_spec_demand(state, shapes, gpu_left),
+            prices=self.values.solve(shapes) if self.with_prices else None,
+        )
+
+    def __reduce__(self) -> tuple[Callable[..., RelearnTask], tuple[object, ...]]:
+        fixed = FixedCluster.of(self.state)
+        rest = (self.shapes, self.gpu_left, self.cpu_left, self.values)
+        return _rebuild_task, (fixed, *rest, self.popularity, self.with_prices)
+
+
+@dataclass(frozen=True, slots=True)
+class FixedCluster:
+    """What re-learning reads of a :class:`ClusterState` beyond the snapshot: each node's
+    capacities and GPU model, as arrays (cheap to pickle: no node objects)."""
+
+    cpu_capacity: IntArray
+    memory_capacity: IntArray
+    gpu_count: IntArray
+    gpu_exists: BoolArray
+    model_index: IntArray
+    model_names: tuple[str, ...]
+
+    @classmethod
+    def of(cls, state: ClusterState) -> FixedCluster:
+        """Copies of ``state``'s fixed description."""
+        return cls(
+            state.cpu_capacity.copy(),
+            state.memory_capacity.copy(),
+            state.gpu_count.copy(),
+            state.gpu_exists.copy(),
+            state.model_index.copy(),
+            state.model_names,
+        )
+
+    def state(self) -> ClusterState:
+        """An empty cluster with these nodes (named by their row: re-learning reads no name)."""
+        nodes = tuple(
+            Node(str(i), int(cpu), int(mem), int(gpus), self.model_names[int(model)])
+            for i, (cpu, mem, gpus, model) in enumerate(
+                zip(
+                    self.cpu_capacity,
+                    self.memory_capacity,
+                    self.gpu_count,
+                    self.model_index,
+                    strict=True,
+                )
+            )
+        )
+        return ClusterState(
+            nodes,
+            self.cpu_capacity,
+            self.memory_capacity,
+            self.gpu_count,
+            self.gpu_exists,
+            self.model_index,
+            self.model_names,
+        )
+
+
+def _rebuild_task(
+    fixed: FixedCluster,
+    shapes: Counter[Shape],
+    gpu_left: IntArray,
+    cpu_left: IntArray,
+    values: ShareValues,
+    popularity: float,
+    with_prices: bool,
+) -> RelearnTask:
+    """A pickled :class:`RelearnTask`, over a replica of the cluster's fixed description."""
+    return RelearnTask(fixed.state(), shapes, gpu_left, cpu_left, values, popularity, with_prices)
+
+
 def relearn_task(
     state: ClusterState,
     learner: ShapeLearner,
     values: ShareValues,
     popularity: float,
     with_prices: bool,
-) -> Callable[[], Learned]:
+) -> RelearnTask:
     """Snapshot now (counts, GPU and CPU left); the returned task computes from it alone."""
-    shapes = Counter(learner.shapes)
-    gpu_left, cpu_left = state.gpu_left.copy(), state.cpu_left.copy()
-
-    def run() -> Learned:
-        typical = TypicalPods.from_counts(shapes, popularity)
-        access = typical.access(state)
-        return Learned(
-            typical=typical,
-            access=access,
-            tables=FragTables.compute(gpu_left, typical),
-            seen_cpu=cpu_left,
-            seen_gpu=gpu_left,
-            scarcity=scarcity(state, typical, access),
-            spec_demand=_spec_demand(state, shapes, gpu_left),
-            prices=values.solve(shapes) if with_prices else None,
-        )
-
-    return run
+    return RelearnTask(
+        state,
+        Counter(learner.shapes),
+        state.gpu_left.copy(),
+        state.cpu_left.copy(),
+        values,
+        popularity,
+        with_prices,
+    )
 
 
 def _spec_demand(state: ClusterState, shapes: Counter[Shape], gpu_left: IntArray) -> SpecDemand:

@@ -14,6 +14,10 @@ taken between decisions) and says when its result may be used:
   what they have and pick the result up at the first decision after the task
   ends. Placements then depend on timing, so the simulator's figures use
   :class:`LaggedSolver`; this one is for a long-running scheduler.
+- :class:`~arkgpu.placement.relearning_process.ProcessSolver` does the same in
+  a worker process: a thread still shares the
+  interpreter lock with the decisions, and a decision that waits for it while
+  the task runs is slower by milliseconds; a process shares nothing.
 
 Either way the policy installs results on its own thread, between decisions.
 """
@@ -81,7 +85,8 @@ class BackgroundSolver(Generic[T]):
             self._waiting = task
 
     def ready(self, arrivals: int) -> T | None:
-        """The newest finished result not handed out yet (a task's error is raised here)."""
+        """The newest finished result not handed out yet (a task's error is raised here; a
+        task that returned None leaves the one before it in place)."""
         self._advance()
         latest, self._latest = self._latest, None
         return latest
@@ -101,7 +106,8 @@ class BackgroundSolver(Generic[T]):
             return
         result = self._running.result()
         self._running = None
-        self._latest = result
+        if result is not None:
+            self._latest = result
         if self._waiting is not None:
             task, self._waiting = self._waiting, None
             self._running = self._pool.submit(task)

@@ -45,7 +45,7 @@ from arkgpu.k8s.contract import (
     NodeInventory,
 )
 from arkgpu.k8s.extender.config import ExtenderConfig
-from arkgpu.k8s.extender.running import Running, start
+from arkgpu.k8s.extender.running import Running, settle_gc, start
 
 GPU_MODEL = "NVIDIA A100-SXM4-80GB"
 GPU_MEMORY_MIB = 81920
@@ -71,6 +71,11 @@ class BenchConfig:
     """Concurrent bind callers."""
     seed: int = 0
     """Seed of the pods' shapes."""
+    relearn: str = "process"
+    """Where the ``arkgpu`` policy re-learns: ``process`` (the extender's default),
+    ``thread`` or ``inline`` (:attr:`ExtenderConfig.relearn_worker`)."""
+    gc_full_every: int = ExtenderConfig.gc_full_every
+    """:attr:`ExtenderConfig.gc_full_every` (10: Python's own)."""
 
 
 def node_json(name: str, gpus: int) -> dict[str, Any]:
@@ -132,16 +137,22 @@ class _Caller:
 
 def _cluster(config: BenchConfig) -> tuple[Running, MemoryApi, list[str]]:
     api = MemoryApi(keep_events=10)
-    running = start(
-        ExtenderConfig(listen_address="127.0.0.1", port=0, policy=config.policy, lc_check=False),
-        api,
-        watching=False,
+    background = config.relearn != "inline"
+    settings = ExtenderConfig(
+        listen_address="127.0.0.1",
+        port=0,
+        policy=config.policy,
+        lc_check=False,
+        relearn_in_background=background,
+        relearn_worker=config.relearn if background else "process",
+        gc_full_every=config.gc_full_every,
     )
+    running = start(settings, api, watching=False)
     names = [f"node-{i:05d}" for i in range(config.nodes)]
     view = running.extender.view
     with view.lock:
         view.replace_nodes(read_node(node_json(n, config.gpus_per_node)) for n in names)
-    gc.freeze()  # as `arkgpu extender run` does once its snapshot is listed
+    settle_gc(settings)  # as `arkgpu extender run` does once its snapshot is listed
     return running, api, names
 
 
@@ -245,12 +256,16 @@ def run_bench(
 ) -> dict[str, Any]:
     """The figures (medians of the repetitions) and the configuration."""
     runs = []
-    for r in range(config.repeats):
-        runs.append(_repeat(config, config.seed + r))
-        progress(
-            f"p99 {runs[-1]['filter_prioritize_p99_ms']:.2f} ms, "
-            f"{runs[-1]['bind_pods_per_s']:.0f} binds/s"
-        )
+    thresholds = gc.get_threshold()
+    try:
+        for r in range(config.repeats):
+            runs.append(_repeat(config, config.seed + r))
+            progress(
+                f"p99 {runs[-1]['filter_prioritize_p99_ms']:.2f} ms, "
+                f"{runs[-1]['bind_pods_per_s']:.0f} binds/s"
+            )
+    finally:
+        gc.set_threshold(*thresholds)
     report: dict[str, Any] = {
         "nodes": config.nodes,
         "gpus_per_node": config.gpus_per_node,
@@ -258,6 +273,8 @@ def run_bench(
         "repeats": config.repeats,
         "policy": config.policy,
         "bind_threads": config.bind_threads,
+        "relearn": config.relearn,
+        "gc_full_every": config.gc_full_every,
     }
     for key in runs[0]:
         report[key] = statistics.median(run[key] for run in runs)

@@ -15,12 +15,15 @@ from arkgpu.k8s.contract import PERCENT_FULL, SCHEDULER_NAME
 from arkgpu.k8s.jsonhttp import ServerConfig
 from arkgpu.model import settings
 from arkgpu.model.gpus import REFERENCE_GPU
-from arkgpu.model.settings import Parser, boolean, integer, number, parsed, path, text
+from arkgpu.model.settings import Parser, boolean, choice, integer, number, parsed, path, text
 from arkgpu.placement import POLICIES
 
 DEFAULT_POLICY = "arkgpu"
 """The project's best level-1 policy (docs/BENCHMARKS.md: lowest unallocated GPU share on
 every openb trace, never worse than FGD)."""
+
+RELEARN_WORKERS = ("process", "thread")
+"""Values of :attr:`ExtenderConfig.relearn_worker`."""
 
 
 @dataclass(frozen=True)
@@ -55,9 +58,24 @@ class ExtenderConfig:
     """Check LC pods with the predictor (default true: an LC pod goes only where every LC
     service on its GPU still meets its target); false: LC pods are placed as BE."""
     relearn_in_background: bool = True
-    """The ``arkgpu`` policy re-learns its measures (20-100 ms every few hundred GPU pods) on
-    a worker thread, so no filter call waits for it (default true); false: inline, as the
-    simulator does (placements then repeat exactly, at the cost of those slow calls)."""
+    """The ``arkgpu`` policy re-learns its measures (20-100 ms every few hundred GPU pods) off
+    the request path, on ``relearn_worker``, so no filter call waits for it (default true);
+    false: inline, as the simulator does (placements then repeat exactly, at the cost of
+    those slow calls)."""
+    relearn_worker: str = "process"
+    """Where background re-learning runs: ``process`` (default) or ``thread``. A thread
+    shares the interpreter lock with request handling: the filter calls made while it
+    solves its LPs took milliseconds longer, which set the p99 (docs/studies/extender.md,
+    "Re-learning in a process"). A process shares nothing; it is restarted if it dies, the
+    policy deciding meanwhile with what it learned last."""
+    gc_full_every: int = 1000
+    """Collections of the garbage collector's middle generation between two full ones, once
+    the first snapshot is in (CPython's third threshold; default 1000, Python's own is 10).
+    A full collection scans every object made since the snapshot was frozen and stalls the
+    filter call it falls on by 2-11 ms on the 2-core machine; with 10 the benchmark saw 13 in
+    1,000 pods, with 1000 none (docs/studies/extender.md). Cyclic garbage that lived long
+    enough to reach the oldest generation is freed that much later; the extender makes
+    little (its objects are freed by reference counting)."""
     default_gpucores_percent: int = 0
     """``nvidia.com/gpucores`` of a container that gives GPU memory but no cores, percent
     (default 0: the same percentage of the GPU as its memory)."""
@@ -99,6 +117,8 @@ PARSERS: dict[str, Parser] = {
     "gpu_model": text,
     "lc_check": boolean,
     "relearn_in_background": boolean,
+    "relearn_worker": choice(*RELEARN_WORKERS),
+    "gc_full_every": integer(1, 1_000_000),
     "default_gpucores_percent": integer(0, PERCENT_FULL),
     "max_body_bytes": integer(1024),
     "read_timeout_s": number(0.0, 3600.0),

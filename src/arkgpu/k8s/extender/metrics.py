@@ -20,6 +20,7 @@ class ExtenderMetrics:
     pods: Gauge
     placed: Gauge
     watch_restarts: Counter
+    relearn_workers_lost: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> ExtenderMetrics:
@@ -44,6 +45,12 @@ class ExtenderMetrics:
                 f"{PREFIX}_watch_restarts",
                 "Watches reopened after an error or a 410 Gone, by resource.",
                 ["resource"],
+                registry=registry,
+            ),
+            relearn_workers_lost=Counter(
+                f"{PREFIX}_relearn_workers_lost",
+                "Re-learning worker processes that died before answering; each is replaced, "
+                "and the policy decides meanwhile with what it learned last.",
                 registry=registry,
             ),
         )

@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -36,6 +37,7 @@ from arkgpu.model.resources import LcAttributes
 from arkgpu.placement.arkgpu import ArkgpuPolicy
 from arkgpu.placement.lc_checking import LcCheck
 from arkgpu.placement.relearning import BackgroundSolver
+from arkgpu.placement.relearning_process import ProcessSolver
 from arkgpu.placement.scheduling import Scheduler, build_policy
 from arkgpu.predictor import Predictor, default_predictor
 
@@ -50,8 +52,11 @@ def lc_demand(lc: LcAttributes) -> LcDemand:
     return LcDemand(lc.model, lc.target_ms, lc.peak_rps, lc.max_batch, lc.max_queue_delay_ms)
 
 
-def build_scheduler(config: ExtenderConfig) -> Scheduler:
-    """An empty cluster state, the configured policy and, when on, the predictor's LC check."""
+def build_scheduler(
+    config: ExtenderConfig, on_lost: Callable[[], None] = lambda: None
+) -> Scheduler:
+    """An empty cluster state, the configured policy and, when on, the predictor's LC check.
+    ``on_lost`` is called each time a re-learning worker process dies."""
     state = ClusterState.from_nodes([])
     check: LcCheck[Any] | None = None
     if config.lc_check:
@@ -59,8 +64,21 @@ def build_scheduler(config: ExtenderConfig) -> Scheduler:
         check = LcCheck(ShareSizer(predictor, config.gpu_model), lc_demand)
     policy = build_policy(config.policy, state)
     if isinstance(policy, ArkgpuPolicy) and config.relearn_in_background:
-        policy.solver = BackgroundSolver()
+        policy.solver = (
+            ProcessSolver(on_lost=on_lost)
+            if config.relearn_worker == "process"
+            else BackgroundSolver()
+        )
     return Scheduler(state, policy, np.random.default_rng(config.seed), check)
+
+
+def close_scheduler(scheduler: Scheduler) -> None:
+    """Stop the policy's re-learning worker, thread or process, if it has one."""
+    policy = scheduler.policy
+    if isinstance(policy, ArkgpuPolicy) and isinstance(
+        policy.solver, BackgroundSolver | ProcessSolver
+    ):
+        policy.solver.close()
 
 
 class ViewSink:
@@ -134,10 +152,12 @@ class Running:
         return all(r.listed.is_set() for r in self.reflectors)
 
     def close(self) -> None:
-        """Stops the reflectors and the endpoint."""
+        """Stops the reflectors, the endpoint and the re-learning worker."""
         for r in self.reflectors:
             r.stopping.set()
         self.server.close()
+        with self.extender.view.lock:
+            close_scheduler(self.extender.view.scheduler)
 
 
 def start(config: ExtenderConfig, api: ClusterApi, watching: bool = True) -> Running:
@@ -145,9 +165,8 @@ def start(config: ExtenderConfig, api: ClusterApi, watching: bool = True) -> Run
     False: the caller feeds the view, as the benchmark does)."""
     registry = CollectorRegistry()
     metrics = ExtenderMetrics.create(registry)
-    view = ClusterView(
-        build_scheduler(config), config.scheduler_name, config.default_gpucores_percent
-    )
+    scheduler = build_scheduler(config, metrics.relearn_workers_lost.inc)
+    view = ClusterView(scheduler, config.scheduler_name, config.default_gpucores_percent)
     extender = Extender(view, api, metrics)
     sink = ViewSink(view, metrics)
     timing = WatchConfig(config.resync_s, backoff_max_s=config.backoff_max_s)
@@ -170,6 +189,15 @@ def start(config: ExtenderConfig, api: ClusterApi, watching: bool = True) -> Run
     for r in reflectors:
         r.start()
     return running
+
+
+def settle_gc(config: ExtenderConfig) -> None:
+    """Once the first snapshot is in: the snapshot, long-lived, is kept out of the
+    collector's scans (``gc.freeze``), and full collections, which stall the filter call they
+    fall on, come every ``gc_full_every`` collections of the middle generation."""
+    gc.freeze()
+    first, second, _ = gc.get_threshold()
+    gc.set_threshold(first, second, config.gc_full_every)
 
 
 def serve(config: ExtenderConfig) -> int:
@@ -195,9 +223,7 @@ def serve(config: ExtenderConfig) -> int:
     )
     while not stop.wait(0.1):
         if running.ready():
-            # The snapshot is long-lived: kept out of the collector's full scans, which
-            # otherwise stall a filter call now and then for tens of milliseconds.
-            gc.freeze()
+            settle_gc(config)
             break
     stop.wait()
     running.close()
