@@ -90,3 +90,16 @@ def test_level2_meets_the_per_bin_target_on_the_mps_groups(
     assert strength_label(1.0) in counted
     for label, summary in counted.items():
         assert summary["mape_pct"] <= 8.0, (label, summary)
+
+
+def test_level2_is_not_scored_when_no_group_is_left_to_learn_from(
+    parvagpu: tuple[list, list],  # type: ignore[type-arg]
+) -> None:
+    """Leave-one-share-out on the A100: every MPS group runs at share 1, so the fold that
+    holds share 1 out trains on no group; level 2 is not scored (it could only repeat
+    no-interference), level 1 still is."""
+    solo, mps = parvagpu
+    result = evaluate(solo, mps, "leave-one-share-out")
+    assert result.level2.count == 0
+    assert result.level2.mape_pct is None
+    assert result.level1.count == len(solo)
