@@ -54,3 +54,16 @@ def test_fit_on_one_batch_size_stays_finite_and_monotone() -> None:
     predicted = curve.latency_ms_many(batch, share)
     assert np.all(np.abs(predicted / latency - 1) < 0.1)
     assert curve.latency_ms(64, 0.5) >= curve.latency_ms(32, 0.5)
+
+
+def test_activity_is_the_batch_elasticity_of_the_latency() -> None:
+    """Activity is d ln latency / d ln batch: low while fixed costs and idle SMs absorb a
+    bigger batch, near 1 once the GPU is saturated and latency is per-sample work."""
+    for batch in (1, 4, 16, 64, 512):
+        wider = TRUE.latency_ms(batch * 1.01, 1.0) / TRUE.latency_ms(batch / 1.01, 1.0)
+        elasticity = np.log(wider) / np.log(1.01**2)
+        assert abs(TRUE.activity(batch, 1.0) - elasticity) < 0.01
+    assert TRUE.activity(1, 1.0) < 0.3
+    assert TRUE.activity(512, 1.0) > 0.95
+    host_bound = SoloCurve(50.0, 0.01, 0.0, 0.5, 0.0, 3.0, 1.0)
+    assert host_bound.activity(8, 1.0) < 0.01

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from arkgpu.predictor import Predictor, Workload
-from arkgpu.predictor.breakdown import strength_label, strength_labels
+from arkgpu.predictor.breakdown import MIN_BIN_TARGETS, strength_label, strength_labels
 from arkgpu.predictor.evaluating import evaluate
 from arkgpu.predictor.groups import as_groups, group_targets
 from arkgpu.predictor.interference import Usage, overcommit
@@ -73,3 +73,33 @@ def test_eval_breaks_level2_down_by_strength_and_corunners(
         assert ours[label]["mape_pct"] < plain[label]["mape_pct"] / 3
     counts = breakdown["corunners"]["arkgpu contention"]
     assert set(counts) == {"1 co-runner", "2 co-runners", "3 co-runners", "4 co-runners"}
+
+
+@pytest.mark.parametrize("split", ["leave-one-batch-out", "leave-one-model-out"])
+def test_level2_meets_the_per_bin_target_on_the_mps_groups(
+    parvagpu: tuple[list, list],  # type: ignore[type-arg]
+    split: str,
+) -> None:
+    """Issue 27's level-2 target on ParvaGPU's groups: at most 8% MAPE in every strength
+    bin of at least 30 held-out targets, the weak bin (< 1.10: small batches whose latency
+    barely grows with the batch) included."""
+    solo, mps = parvagpu
+    result = evaluate(solo, mps, split).to_dict()
+    ours = result["level2_breakdown"]["strength"]["arkgpu contention"]  # type: ignore[index]
+    counted = {label: b for label, b in ours.items() if b["count"] >= MIN_BIN_TARGETS}
+    assert strength_label(1.0) in counted
+    for label, summary in counted.items():
+        assert summary["mape_pct"] <= 8.0, (label, summary)
+
+
+def test_level2_is_not_scored_when_no_group_is_left_to_learn_from(
+    parvagpu: tuple[list, list],  # type: ignore[type-arg]
+) -> None:
+    """Leave-one-share-out on the A100: every MPS group runs at share 1, so the fold that
+    holds share 1 out trains on no group; level 2 is not scored (it could only repeat
+    no-interference), level 1 still is."""
+    solo, mps = parvagpu
+    result = evaluate(solo, mps, "leave-one-share-out")
+    assert result.level2.count == 0
+    assert result.level2.mape_pct is None
+    assert result.level1.count == len(solo)

@@ -21,7 +21,11 @@ def test_other_version_is_refused(fitted: Predictor, tmp_path: Path) -> None:
     path, doc = _saved(fitted, tmp_path)
     doc["version"] = 99
     path.write_text(json.dumps(doc))
-    with pytest.raises(PredictorFileError, match=r"version 99.*version 2.*predictor fit"):
+    with pytest.raises(PredictorFileError, match=r"version 99.*version 3.*predictor fit"):
+        Predictor.load(path)
+    doc["version"] = 2  # level-2 activity meant busy SMs x duty then: refit, not reuse
+    path.write_text(json.dumps(doc))
+    with pytest.raises(PredictorFileError, match=r"version 2.*version 3.*predictor fit"):
         Predictor.load(path)
 
 

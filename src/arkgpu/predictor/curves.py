@@ -48,6 +48,8 @@ SHARPNESS_PRIOR = 2.0
 """Sharpness the fit leans towards when the data cannot tell (a quadratic-mean blend)."""
 PRIOR_WEIGHT = 0.02
 """Weight of the weak priors that keep fits on few points well-posed (in log units)."""
+ELASTICITY_STEP = 1e-3
+"""Relative batch step of the numerical batch elasticity (:meth:`SoloCurve.activity`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,14 +83,20 @@ class SoloCurve:
         return result
 
     def activity(self, batch: float, share: float) -> float:
-        """Busy fraction of the GPU's SMs times the GPU part's share of the latency, in [0, 1].
+        """Batch elasticity of the latency, d ln latency / d ln batch, clipped to [0, 1].
 
-        The SM fraction is the smooth minimum of ``share`` and u(b) (capped at 1);
-        level 2 uses the product as a workload's pressure on the shared GPU
-        when no L2/DRAM utilisation was measured.
+        The fraction of the latency that grows with the batch: near 0 where
+        fixed costs or idle SMs absorb more work (a co-runner finds the GPU
+        partly free), near 1 where the GPU part is saturated and the latency is
+        per-sample work (a co-runner must time-share it). It is the GPU part's
+        share of the latency times the GPU part's own elasticity, so it needs
+        no SM occupancy figure (which latency alone does not pin down). Level 2
+        uses it as a workload's pressure on the shared GPU when no L2/DRAM
+        utilisation was measured.
         """
-        occupancy, duty = self.occupancy_duty(batch, share)
-        return occupancy * duty
+        step = 1.0 + ELASTICITY_STEP
+        ratio = self.latency_ms(batch * step, share) / self.latency_ms(batch, share)
+        return float(min(1.0, max(0.0, math.log(ratio) / math.log(step))))
 
     def occupancy_duty(self, batch: float, share: float) -> tuple[float, float]:
         """(busy SM fraction, capped at 1; GPU part's fraction of the latency), both in [0, 1]."""

@@ -6,7 +6,11 @@ and predicts its test part; the absolute percentage errors of all folds are
 pooled into MAPE and p90. A held-out solo record whose (GPU, model) has no
 training record left (a model measured at one batch size, held out by
 leave-one-batch-out) cannot be predicted at level 1 and is not scored; the
-reported counts show how many were. Splits live in :mod:`arkgpu.predictor.splitting`.
+reported counts show how many were. Likewise level 2 is not scored in a fold
+whose training part holds no co-located measurement at all (leave-one-share-out
+on ParvaGPU: every MPS group runs at share 1, so holding share 1 out holds out
+every group): level 2 would only repeat the no-interference baseline there.
+Splits live in :mod:`arkgpu.predictor.splitting`.
 """
 
 from __future__ import annotations
@@ -158,9 +162,9 @@ def _level2(
         for t in group_targets(fold.pair_test)
         if fold.scored(t.target) and _predictable(predictor, t)
     ]
-    if not test:
-        return
     train = [t for t in group_targets(fold.pair_train) if _predictable(predictor, t)]
+    if not test or not train:
+        return  # no co-located measurement left to learn from: nothing level 2 could show
     alphas = _igniter_alphas(predictor, train)
     actual = np.array([t.latency_ms for t in test])
     alone = _alone(predictor, test)

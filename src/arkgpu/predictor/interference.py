@@ -21,9 +21,15 @@ isolated).
 
     f(t, j) = [ a_j, a_t * a_j, share_t * share_j ]
 
-where a workload's activity ``a`` is the fraction of the GPU's SMs its batch
-keeps busy times the fraction of its latency the GPU part takes
-(:meth:`arkgpu.predictor.curves.SoloCurve.activity`).
+where a workload's activity ``a`` is the batch elasticity of its latency
+alone, d ln latency / d ln batch in [0, 1]
+(:meth:`arkgpu.predictor.curves.SoloCurve.activity`): the fraction of the
+latency that is per-sample GPU work. A small batch whose latency barely grows
+with the batch (fixed costs, SMs left idle) neither presses on nor suffers
+much from co-runners; a saturated one time-shares the GPU with them. (Until
+2026-12-05 ``a`` was the busy-SM fraction times the GPU part's share of the
+latency; the SM fraction fitted from latency alone is poorly determined, and
+the weakly interfering small-batch MPS groups were over-predicted.)
 
 Both sets end with one group term, ``overcommit``, added once per target::
 
@@ -61,7 +67,7 @@ class Usage:
     share: float
     """Compute share in (0, 1]."""
     activity: float
-    """Busy SM fraction times GPU duty cycle, in [0, 1] (from level 1)."""
+    """Batch elasticity of the latency alone, in [0, 1] (from level 1)."""
     occupancy: float = 0.0
     """Busy SM fraction of the whole GPU, in [0, 1] (from level 1)."""
     duty: float = 0.0

@@ -224,7 +224,7 @@ class Predictor:
         occupancy, duty = curve.occupancy_duty(b, s * factor)
         return Usage(
             share=s,
-            activity=occupancy * duty,
+            activity=curve.activity(b, s * factor),
             occupancy=occupancy,
             duty=duty,
             l2=None if l2 is None else l2.util_pct(b, s) / 100.0,

@@ -13,8 +13,9 @@ from arkgpu.predictor.interference import FEATURE_NAMES, Interference
 from arkgpu.predictor.utilisation import UtilCurve
 
 FORMAT = "arkgpu-predictor"
-VERSION = 2
-"""Bumped whenever the formulas or the file layout change; other versions are refused."""
+VERSION = 3
+"""Bumped whenever the formulas or the file layout change; other versions are refused
+(3: level-2 activity became the batch elasticity, so version-2 thetas no longer apply)."""
 UTIL_NAMES = ("log_scale", "batch_exponent", "share_exponent")
 SUPPORT_NAMES = ("min_batch", "max_batch", "min_share", "max_share", "points")
 
