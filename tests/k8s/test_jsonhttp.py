@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from arkgpu.k8s.jsonhttp import JsonServer, RequestError, ServerConfig
+from arkgpu.k8s.jsonhttp import JsonServer, RequestError, ServerConfig, encode
 from e2e import pki
 
 
@@ -66,7 +66,7 @@ def test_post_answers_the_handlers_json(plain: int) -> None:
 @pytest.mark.parametrize(
     ("body", "path", "status", "reason"),
     [
-        (b"{not json", "/echo", 400, "body is not JSON (Expecting property name"),
+        (b"{not json", "/echo", 400, "body is not JSON (unexpected character, expected a string"),
         (b"\xff\xfe", "/echo", 400, "body is not JSON ("),
         (b"[" * 5000 + b"]" * 5000, "/echo", 413, "body over 1000 bytes"),
         (b'"refuse"', "/echo", 422, "refused on purpose"),
@@ -150,3 +150,10 @@ def test_unreadable_certificate_is_one_line(tmp_path: Path) -> None:
         JsonServer(
             ServerConfig(tls_cert_file=missing, tls_key_file=missing), {}, CollectorRegistry(), "t"
         )
+
+
+def test_answers_are_compact_json_and_what_orjson_refuses_falls_back() -> None:
+    """orjson writes the answers; an integer past 64 bits (which orjson refuses) still goes out,
+    through the standard library, in the same compact form."""
+    assert encode({"a": [1, "x"], "b": None}) == b'{"a":[1,"x"],"b":null}'
+    assert encode({"n": 2**70}) == b'{"n":1180591620717411303424}'

@@ -16,7 +16,11 @@ handler taking the parsed body) on a thread per connection, with:
   text of the registry given, with a request counter and a latency histogram
   per route).
 
-The standard library's ``http.server`` does the HTTP/1.1 parsing: the bodies
+Bodies are read and written with orjson (a well-kept C/Rust JSON library): at
+1,000 nodes the extender's answers (a score object per node, a reason per
+node that does not fit) and the requests took the standard library about 0.6 ms a pod to read and
+write, orjson 0.07 ms (docs/studies/extender.md); anything orjson cannot write falls back to
+the standard library. The standard library's ``http.server`` does the HTTP/1.1 parsing: the bodies
 are small, the callers few (one kube-scheduler, the API servers), and it adds
 no dependency to a daemon that runs on every cluster.
 """
@@ -36,6 +40,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -154,8 +159,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         status, payload = app.answer_post(self.path, self._body)
         if status >= HTTPStatus.BAD_REQUEST:
             self.close_connection = True  # the body may be unread: never parse it as a request
-        body = json.dumps(payload, separators=(",", ":")).encode()
-        self._send(status, body, "application/json")
+        self._send(status, encode(payload), "application/json")
         app.observe(self.path, status, time.perf_counter() - start)
 
     def _body(self) -> bytes:
@@ -257,8 +261,17 @@ class JsonServer:
         self._metrics.seconds.labels(label).observe(seconds)
 
 
+def encode(payload: Any) -> bytes:
+    """``payload`` as compact JSON (orjson; the standard library for what orjson refuses,
+    such as integers past 64 bits)."""
+    try:
+        return orjson.dumps(payload)
+    except TypeError:
+        return json.dumps(payload, separators=(",", ":")).encode()
+
+
 def _parse(body: bytes) -> Any:
     try:
-        return json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        return orjson.loads(body)
+    except (orjson.JSONDecodeError, RecursionError) as exc:
         raise RequestError(HTTPStatus.BAD_REQUEST, f"body is not JSON ({exc})") from None
