@@ -14,7 +14,6 @@ uninstall removes the chart's.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,18 +33,10 @@ from chart.helm import CHART, build_helm, render, run_helm, values_args
 
 from .controlplane import ControlPlane
 from .nodes import TEST_LABEL, create_gpu_node, wait_for
+from .test_dra import read_raw
 
 TIMEOUT_S = 90.0
 """Generous bound for the API server and the scheduler on a loaded 2-core machine."""
-
-
-def _raw(call: Any, *args: Any) -> Any:
-    try:
-        return json.loads(call(*args, _preload_content=False).data)
-    except k8s.ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +52,10 @@ def release(
     name = f"arkgpu-dra-{uuid.uuid4().hex[:6]}"
     with control_plane.api_client() as api:
         resource = k8s.ResourceV1Api(api)
-        if _raw(resource.read_device_class, DRIVER_NAME) is not None:
+        if read_raw(resource.read_device_class, DRIVER_NAME) is not None:
             resource.delete_device_class(DRIVER_NAME)
             wait_for(
-                lambda: _raw(resource.read_device_class, DRIVER_NAME) is None or None,
+                lambda: read_raw(resource.read_device_class, DRIVER_NAME) is None or None,
                 TIMEOUT_S,
                 "the old DeviceClass gone",
             )
@@ -113,11 +104,11 @@ def test_install_creates_the_dra_objects(release: str, api: k8s.ApiClient) -> No
         f"{release}-node": {contract.LABEL_NODE_ENABLED: "true"},
         f"{release}-dra": {contract.LABEL_NODE_ENABLED: "dra"},
     }
-    stored = _raw(resource.read_device_class, DRIVER_NAME)
+    stored = read_raw(resource.read_device_class, DRIVER_NAME)
     assert stored["metadata"]["labels"]["app.kubernetes.io/instance"] == release
     kinds = {}
     for name in ("arkgpu-lc-inference", "arkgpu-be-training"):
-        template = _raw(resource.read_namespaced_resource_claim_template, name, release)
+        template = read_raw(resource.read_namespaced_resource_claim_template, name, release)
         (entry,) = template["spec"]["spec"]["devices"]["config"]
         kinds[name] = parse_qos(entry["opaque"]["parameters"], name).kind
     assert kinds == {"arkgpu-lc-inference": "lc", "arkgpu-be-training": "be"}
@@ -172,7 +163,7 @@ def test_scheduler_allocates_a_claim_of_the_charts_lc_template(
     publisher = Publisher(KubernetesSlices(api), node, DRIVER_NAME)
     publisher.reconcile(devices(AssumedGpus(2, 16_384).scan(), 256, 5))
     resource, core = k8s.ResourceV1Api(api), k8s.CoreV1Api(api)
-    template = _raw(
+    template = read_raw(
         resource.read_namespaced_resource_claim_template, "arkgpu-lc-inference", release
     )
     # The template's requests; its opaque config is left out because this API server then
@@ -199,7 +190,7 @@ def test_scheduler_allocates_a_claim_of_the_charts_lc_template(
     try:
 
         def allocated() -> Any:
-            stored = _raw(resource.read_namespaced_resource_claim, node, release)
+            stored = read_raw(resource.read_namespaced_resource_claim, node, release)
             return (stored.get("status") or {}).get("allocation")
 
         allocation = wait_for(allocated, TIMEOUT_S, "the claim allocated")

@@ -39,7 +39,7 @@ GPU_MIB = 16_384
 """Memory of the one fake GPU of the test node."""
 
 
-def _raw(call: Any, *args: Any) -> Any:
+def read_raw(call: Any, *args: Any) -> Any:
     """The JSON of a ``ResourceV1Api`` read (None on 404)."""
     try:
         return json.loads(call(*args, _preload_content=False).data)
@@ -47,6 +47,16 @@ def _raw(call: Any, *args: Any) -> Any:
         if exc.status == 404:
             return None
         raise
+
+
+def ensure_device_class(api: k8s.ApiClient) -> None:
+    """Create deploy/dra's DeviceClass unless another test of the session did."""
+    deviceclass = yaml.safe_load((REPO / "deploy/dra/deviceclass.yaml").read_text())
+    try:
+        k8s.ResourceV1Api(api).create_device_class(deviceclass, _preload_content=False)
+    except k8s.ApiException as exc:
+        if exc.status != 409:
+            raise
 
 
 @pytest.fixture
@@ -62,13 +72,7 @@ def dra_node(
     api: k8s.ApiClient, control_plane: ControlPlane, tmp_path: Path, node_dir: Path
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A node with one 16 GiB fake GPU and ``arkgpu dra-driver run`` publishing it."""
-    resource = k8s.ResourceV1Api(api)
-    deviceclass = yaml.safe_load((REPO / "deploy/dra/deviceclass.yaml").read_text())
-    try:
-        resource.create_device_class(deviceclass, _preload_content=False)
-    except k8s.ApiException as exc:
-        if exc.status != 409:  # another test of the session made it already
-            raise
+    ensure_device_class(api)
     node = f"dra-{uuid.uuid4().hex[:8]}"
     create_gpu_node(api, node, 0)
     config = tmp_path / "dra.toml"
@@ -144,7 +148,7 @@ class Cluster:
 
     def allocation(self, name: str) -> dict[str, Any] | None:
         """The claim's one allocated device result, once kube-scheduler wrote it."""
-        claim = _raw(self.resource.read_namespaced_resource_claim, name, self.namespace)
+        claim = read_raw(self.resource.read_namespaced_resource_claim, name, self.namespace)
         results = (claim or {}).get("status", {}).get("allocation", {}).get("devices", {})
         found = results.get("results") or []
         return found[0] if found else None
@@ -182,7 +186,7 @@ def test_claims_share_one_gpu_up_to_its_capacity_and_free_it_when_deleted(
     node, driver = dra_node
     resource = k8s.ResourceV1Api(api)
     name = f"{node}-{DRIVER_NAME}"
-    published = wait_for(lambda: _raw(resource.read_resource_slice, name), 60, "our slice")
+    published = wait_for(lambda: read_raw(resource.read_resource_slice, name), 60, "our slice")
     [device] = published["spec"]["devices"]
     assert device["allowMultipleAllocations"] is True
     # kube-apiserver drops fields of a disabled feature gate: these show it is on.
@@ -215,7 +219,7 @@ def test_claims_share_one_gpu_up_to_its_capacity_and_free_it_when_deleted(
 
     driver.send_signal(signal.SIGTERM)
     assert driver.wait(timeout=30) == 0
-    assert _raw(resource.read_resource_slice, name) is None
+    assert read_raw(resource.read_resource_slice, name) is None
 
 
 def _prepare_through_the_kubelet_plugin(
@@ -224,7 +228,7 @@ def _prepare_through_the_kubelet_plugin(
     """The emulated kubelet registers the driver's plugin, prepares and unprepares claim
     ``name``: its region has the consumed memory as cap and cores as share."""
     plugin = kubelet.register(node_dir / "registry")
-    claim = _raw(cluster.resource.read_namespaced_resource_claim, name, cluster.namespace)
+    claim = read_raw(cluster.resource.read_namespaced_resource_claim, name, cluster.namespace)
     ref = (cluster.namespace, name, claim["metadata"]["uid"])
     prepared = kubelet.prepare(plugin, [ref]).claims[ref[2]]
     assert prepared.error == ""
@@ -249,7 +253,7 @@ def test_the_example_claim_templates_are_accepted_and_their_config_parses(
     body = yaml.safe_load((REPO / "deploy/dra" / name).read_text())
     resource = k8s.ResourceV1Api(api)
     resource.create_namespaced_resource_claim_template(namespace, body, _preload_content=False)
-    stored = _raw(
+    stored = read_raw(
         resource.read_namespaced_resource_claim_template, body["metadata"]["name"], namespace
     )
     [config] = stored["spec"]["spec"]["devices"]["config"]

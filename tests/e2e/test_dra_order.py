@@ -18,15 +18,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from kubernetes import client as k8s
 
 from arkgpu.k8s.dra.config import DRIVER_NAME
 from arkgpu.limiter import native
 
-from .controlplane import REPO, ControlPlane
+from .controlplane import ControlPlane
 from .nodes import create_gpu_node, wait_for
-from .test_dra import Cluster, _raw
+from .test_dra import Cluster, ensure_device_class, read_raw
 
 TIMEOUT_S = 60.0
 
@@ -36,13 +35,7 @@ def pack_node(
     api: k8s.ApiClient, control_plane: ControlPlane, tmp_path: Path
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A node with two 16 GiB fake GPUs, its driver in pack order (slice only)."""
-    resource = k8s.ResourceV1Api(api)
-    deviceclass = yaml.safe_load((REPO / "deploy/dra/deviceclass.yaml").read_text())
-    try:
-        resource.create_device_class(deviceclass, _preload_content=False)
-    except k8s.ApiException as exc:
-        if exc.status != 409:  # another test of the session made it already
-            raise
+    ensure_device_class(api)
     node = f"dra-pack-{uuid.uuid4().hex[:8]}"
     create_gpu_node(api, node, 0)
     config = tmp_path / "dra.toml"
@@ -68,7 +61,7 @@ def pack_node(
 
 
 def _order(api: k8s.ApiClient, node: str) -> list[str] | None:
-    found = _raw(k8s.ResourceV1Api(api).read_resource_slice, f"{node}-{DRIVER_NAME}")
+    found = read_raw(k8s.ResourceV1Api(api).read_resource_slice, f"{node}-{DRIVER_NAME}")
     return None if found is None else [d["name"] for d in found["spec"]["devices"]]
 
 
