@@ -35,6 +35,9 @@ ASSIGNMENT = PodAssignment(
 
 def test_inventory_and_assignment_round_trip() -> None:
     assert NodeInventory.from_json(INVENTORY.to_json()) == INVENTORY
+    assert "corrections" not in INVENTORY.to_json()  # written only when there are some
+    calibrated = NodeInventory(INVENTORY.gpus, "t", (("resnet50", 1.3), ("vgg19", 0.9)))
+    assert NodeInventory.from_json(calibrated.to_json()) == calibrated
     assert PodAssignment.from_json(ASSIGNMENT.to_json()) == ASSIGNMENT
     assert json.loads(ASSIGNMENT.to_json())["version"] == 1
 
@@ -64,6 +67,12 @@ def test_inventory_and_assignment_round_trip() -> None:
             ' "mig": 1}]}',
             "gpus\\[0\\]: mig: expected bool",
         ),
+        ('{"version": 1, "gpus": [], "corrections": []}', "corrections: expected dict"),
+        (
+            '{"version": 1, "gpus": [], "corrections": {"resnet50": 30}}',
+            "corrections: 'resnet50': expected a factor from 0.1 to 10, got 30",
+        ),
+        ('{"version": 1, "gpus": [], "corrections": {"x": true}}', "corrections: 'x'"),
     ],
 )
 def test_bad_inventory_names_the_field(text: str, message: str) -> None:

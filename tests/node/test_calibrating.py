@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from arkgpu.client import LatencyReporter
-from arkgpu.colocation.calibration import CalibrationConfig
+from arkgpu.colocation.calibration import CALIBRATION_FILE, CalibrationConfig
 from arkgpu.colocation.deciding import ControlConfig, NodeController
 from arkgpu.colocation.sizing import ShareSizer
 from arkgpu.limiter.region import Limits, create_region, read_limits
-from arkgpu.node.calibrating import CALIBRATION_FILE, read_published
+from arkgpu.node.calibrating import read_published
 from arkgpu.node.config import NodeConfig
 from arkgpu.node.metrics import RuntimeCollector
 from arkgpu.node.pods import PodSpec, write_pod

@@ -127,6 +127,29 @@ def _usable(e: Evidence) -> bool:
     return all(math.isfinite(v) and v > 0 for v in (e.measured_ms, e.predicted_ms))
 
 
+CALIBRATION_FILE = "calibration.json"
+"""The node runtime's published corrections, in its regions directory: ``{"services": {name:
+{"model", "gpu", "factor"}}, "models": {model: largest factor of its services}}``. The device
+plugin copies ``models`` into the node's inventory for the scheduler extender."""
+
+
+def published_models(doc: object) -> tuple[tuple[str, float], ...]:
+    """The (model, factor) pairs of a published document, sorted; () when it has none or is
+    malformed (a factor that is not a finite positive number is left out)."""
+    models = doc.get("models") if isinstance(doc, dict) else None
+    if not isinstance(models, dict):
+        return ()
+    out = [
+        (str(model), round(float(value), 4))
+        for model, value in models.items()
+        if isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    ]
+    return tuple(sorted(out))
+
+
 def model_factors(corrections: Mapping[str, float], models: Mapping[str, str]) -> dict[str, float]:
     """Per model, the largest correction of its services (``models``: service -> model):
     what a new placement assumes of a service of that model (the cautious side)."""

@@ -121,6 +121,10 @@ class NodeInventory:
     """Every GPU of the node, by index."""
     updated: str = ""
     """When the agent last wrote it (RFC 3339, UTC)."""
+    corrections: tuple[tuple[str, float], ...] = ()
+    """Online calibration's corrections per DNN model on this node, (model, factor) sorted by
+    model: the node runtime's measured over predicted latency (key ``corrections``, written
+    only when there are some; older readers ignore it)."""
 
     def to_json(self) -> str:
         """The annotation's value."""
@@ -135,7 +139,10 @@ class NodeInventory:
             }
             for g in self.gpus
         ]
-        return _dump({"version": INVENTORY_VERSION, "updated": self.updated, "gpus": gpus})
+        doc: dict[str, Any] = {"version": INVENTORY_VERSION, "updated": self.updated, "gpus": gpus}
+        if self.corrections:
+            doc["corrections"] = dict(self.corrections)
+        return _dump(doc)
 
     @classmethod
     def from_json(cls, text: str) -> NodeInventory:
@@ -146,7 +153,26 @@ class NodeInventory:
         gpus = tuple(_inventory_gpu(item, f"{where}: gpus[{n}]") for n, item in enumerate(items))
         if [g.index for g in gpus] != list(range(len(gpus))):
             raise ContractError(f"{where}: gpus: indices must be 0..{len(gpus) - 1} in order")
-        return cls(gpus, _field(raw, "updated", str, where, default=""))
+        corrections = _corrections(_field(raw, "corrections", dict, where, default={}), where)
+        return cls(gpus, _field(raw, "updated", str, where, default=""), corrections)
+
+
+CORRECTION_RANGE = (0.1, 10.0)
+"""Factors a node may publish: far outside what online calibration's bounds allow."""
+
+
+def _corrections(raw: Mapping[str, Any], where: str) -> tuple[tuple[str, float], ...]:
+    low, high = CORRECTION_RANGE
+    out = []
+    for model, factor in raw.items():
+        ok = isinstance(factor, int | float) and not isinstance(factor, bool)
+        if not model or not ok or not low <= factor <= high:
+            raise ContractError(
+                f"{where}: corrections: {model!r}: expected a factor from {low:g} to {high:g},"
+                f" got {factor!r}"
+            )
+        out.append((model, float(factor)))
+    return tuple(sorted(out))
 
 
 def _inventory_gpu(raw: object, where: str) -> InventoryGpu:

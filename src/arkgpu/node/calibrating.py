@@ -32,8 +32,6 @@ from typing import Any
 
 from arkgpu.node.pods import PodSpec
 
-CALIBRATION_FILE = "calibration.json"
-"""Name of the published corrections in the regions directory."""
 REPORT_STEP = 0.05
 """A correction is logged (and published) when it moved this much since last reported."""
 

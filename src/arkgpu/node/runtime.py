@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from arkgpu.colocation.calibration import CALIBRATION_FILE
 from arkgpu.colocation.deciding import ContainerDecision, NodeController
 from arkgpu.colocation.limiting import limits_for
 from arkgpu.colocation.observations import BeObservation, GpuObservations, LcObservation
@@ -31,7 +32,7 @@ from arkgpu.limiter.layout import MAX_LENDERS
 from arkgpu.limiter.lending import link_lender
 from arkgpu.limiter.region import LIMITS_FILE, USAGE_FILE, read_limits, write_limits
 from arkgpu.node.backstop import Backstop
-from arkgpu.node.calibrating import CALIBRATION_FILE, CalibrationLog, read_published
+from arkgpu.node.calibrating import CalibrationLog, read_published
 from arkgpu.node.config import NodeConfig
 from arkgpu.node.observing import Container, observe, refresh, skip_old_samples
 from arkgpu.node.pods import POD_FILE, read_pod

@@ -3,11 +3,14 @@ bound with the predicted share, refused where an LC target would be missed, with
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from arkgpu.k8s.cluster.objects import read_node, read_pod
+from arkgpu.k8s.contract import ANNOTATION_INVENTORY, NodeInventory
 from arkgpu.k8s.extender.config import ExtenderConfig
-from arkgpu.k8s.extender.running import build_scheduler
+from arkgpu.k8s.extender.running import build_scheduler, lc_checks
 from arkgpu.k8s.extender.state import ClusterView
 
 from .helpers import node, pod
@@ -49,3 +52,36 @@ def test_a_model_the_predictor_lacks_is_refused_with_its_name() -> None:
     odd["metadata"]["annotations"]["arkgpu.io/model"] = "nosuchnet"  # type: ignore[index]
     with pytest.raises(ValueError, match="nosuchnet"):
         view.verdicts(read_pod(odd), ["a"])
+
+
+def _calibrated(name: str, factor: float) -> dict[str, object]:
+    """Node ``name`` (one GPU) whose node runtime published a correction for resnet50."""
+    obj = node(name, 1)
+    notes = obj["metadata"]["annotations"]  # type: ignore[index]
+    inventory = NodeInventory.from_json(notes[ANNOTATION_INVENTORY])
+    notes[ANNOTATION_INVENTORY] = replace(inventory, corrections=(("resnet50", factor),)).to_json()
+    return obj
+
+
+def test_lc_pods_are_sized_with_the_corrections_the_nodes_published() -> None:
+    """A node reporting resnet50 1.6x slower than predicted: an LC pod of that model gets a
+    larger share, on every node (the largest factor of a model is what a new pod assumes);
+    the correction withdrawn, the plain size again."""
+    rps = 300
+    checks = lc_checks(ExtenderConfig(lc_check=True))
+    view = ClusterView(
+        build_scheduler(ExtenderConfig(lc_check=True)), "arkgpu-scheduler", 0, checks
+    )
+    view.node_seen(read_node(node("a", 1)))
+    plain = view.assign(read_pod(_lc("plain", rps)), "a").assignment.gpus[0].share_bp
+    view.node_seen(read_node(node("b", 1)))
+    version = view.version
+    view.node_seen(read_node(_calibrated("c", 1.6)))
+    assert view.corrections == (("resnet50", 1.6),)
+    assert view.version > version + 1  # the node joined, and the check changed
+    sized = view.assign(read_pod(_lc("sized", rps)), "b").assignment.gpus[0].share_bp
+    assert sized > plain * 1.2, (plain, sized)
+    view.node_seen(read_node(node("c", 1)))  # the runtime's correction withdrawn
+    assert view.corrections == ()
+    again = view.assign(read_pod(_lc("again", rps)), "c").assignment.gpus[0].share_bp
+    assert again == plain

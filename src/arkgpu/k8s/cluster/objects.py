@@ -175,6 +175,8 @@ class NodeInfo:
     """The GPUs ArkGPU offers: healthy, not in MIG mode, of the model of the first such GPU."""
     error: str = ""
     """Why the node offers no GPU ("" when it offers some)."""
+    corrections: tuple[tuple[str, float], ...] = ()
+    """Online calibration's corrections per model the node published (its inventory)."""
 
     @property
     def gpu_model(self) -> str:
@@ -193,20 +195,25 @@ def read_node(obj: Mapping[str, Any]) -> NodeInfo:
     try:
         cpu = math.floor(quantity(allocatable.get("cpu", 0), f"{where}: cpu") * 1000)
         memory = math.floor(quantity(allocatable.get("memory", 0), f"{where}: memory") / MIB)
-        gpus, error = _offered(_annotations(obj).get(ANNOTATION_INVENTORY), where)
+        inventory, error = _inventory(_annotations(obj).get(ANNOTATION_INVENTORY), where)
+        gpus, error = _offered(inventory, where) if inventory is not None else ((), error)
     except ContractError as exc:
-        cpu, memory, gpus, error = 0, 0, (), str(exc)
+        cpu, memory, gpus, error, inventory = 0, 0, (), str(exc), None
     version = _text(meta, "resourceVersion")
-    return NodeInfo(name, version, cpu, memory, gpus, error)
+    corrections = inventory.corrections if inventory is not None and gpus else ()
+    return NodeInfo(name, version, cpu, memory, gpus, error, corrections)
 
 
-def _offered(text: str | None, where: str) -> tuple[tuple[InventoryGpu, ...], str]:
+def _inventory(text: str | None, where: str) -> tuple[NodeInventory | None, str]:
     if text is None:
-        return (), f"{where} has no ArkGPU GPU inventory ({ANNOTATION_INVENTORY})"
+        return None, f"{where} has no ArkGPU GPU inventory ({ANNOTATION_INVENTORY})"
     try:
-        inventory = NodeInventory.from_json(text)
+        return NodeInventory.from_json(text), ""
     except ContractError as exc:
-        return (), f"{where}: {exc}"
+        return None, f"{where}: {exc}"
+
+
+def _offered(inventory: NodeInventory, where: str) -> tuple[tuple[InventoryGpu, ...], str]:
     usable = [g for g in inventory.gpus if g.healthy and not g.mig]
     if not usable:
         return (), f"{where} has no healthy GPU outside MIG mode"

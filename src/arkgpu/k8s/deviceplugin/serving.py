@@ -12,13 +12,14 @@ import sys
 import threading
 from types import FrameType
 
+from arkgpu.colocation.calibration import CALIBRATION_FILE
 from arkgpu.k8s.deviceplugin.apiserver import KubernetesApi
 from arkgpu.k8s.deviceplugin.config import DevicePluginConfig
 from arkgpu.k8s.deviceplugin.health import serve_health
 from arkgpu.k8s.deviceplugin.plugin import DevicePlugin
 from arkgpu.k8s.deviceplugin.service import now_rfc3339
 from arkgpu.k8s.gpus import AssumedGpus, GpuSource, NvmlGpus
-from arkgpu.k8s.inventory import InventoryPublisher
+from arkgpu.k8s.inventory import InventoryPublisher, read_corrections
 
 
 def log(message: str) -> None:
@@ -39,7 +40,10 @@ def serve(config: DevicePluginConfig) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    inventory = InventoryPublisher(api, config.node_name, now_rfc3339)
+    published = config.regions_dir / CALIBRATION_FILE
+    inventory = InventoryPublisher(
+        api, config.node_name, now_rfc3339, lambda: read_corrections(published)
+    )
     plugin = DevicePlugin(config, gpus, api, inventory, log)
     log(
         f"node {config.node_name}, {config.split_count} devices per GPU, "

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from prometheus_client import CollectorRegistry
 
-from arkgpu.colocation.sizing import LcDemand, ShareSizer
+from arkgpu.colocation.sizing import CorrectedPredictor, LcDemand, ShareSizer
 from arkgpu.k8s.cluster.api import ClusterApi, Json
 from arkgpu.k8s.cluster.objects import NodeInfo, PodInfo, read_node, read_pod
 from arkgpu.k8s.cluster.watching import Reflector, WatchConfig
@@ -31,6 +31,7 @@ from arkgpu.k8s.extender.config import ExtenderConfig
 from arkgpu.k8s.extender.metrics import PREFIX, ExtenderMetrics
 from arkgpu.k8s.extender.service import Extender
 from arkgpu.k8s.extender.state import ClusterView
+from arkgpu.k8s.inventory import Corrections
 from arkgpu.k8s.jsonhttp import JsonServer
 from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import LcAttributes
@@ -52,16 +53,35 @@ def lc_demand(lc: LcAttributes) -> LcDemand:
     return LcDemand(lc.model, lc.target_ms, lc.peak_rps, lc.max_batch, lc.max_queue_delay_ms)
 
 
+LcChecks = Callable[[Corrections], LcCheck[Any]]
+"""The LC check for the corrections the nodes published (online calibration)."""
+
+
+def lc_checks(config: ExtenderConfig) -> LcChecks | None:
+    """With the LC check on: the configured predictor, loaded once, and the check over it
+    with each model's latencies multiplied by its correction; None when the check is off."""
+    if not config.lc_check:
+        return None
+    predictor = Predictor.load(config.predictor) if config.predictor else default_predictor()
+
+    def check(corrections: Corrections) -> LcCheck[Any]:
+        model = CorrectedPredictor(predictor, corrections) if corrections else predictor
+        return LcCheck(ShareSizer(model, config.gpu_model), lc_demand)
+
+    return check
+
+
 def build_scheduler(
-    config: ExtenderConfig, on_lost: Callable[[], None] = lambda: None
+    config: ExtenderConfig,
+    on_lost: Callable[[], None] = lambda: None,
+    checks: LcChecks | None = None,
 ) -> Scheduler:
-    """An empty cluster state, the configured policy and, when on, the predictor's LC check.
-    ``on_lost`` is called each time a re-learning worker process dies."""
+    """An empty cluster state, the configured policy and, when on, the predictor's LC check
+    (from ``checks``, else built here). ``on_lost`` is called each time a re-learning worker
+    process dies."""
     state = ClusterState.from_nodes([])
-    check: LcCheck[Any] | None = None
-    if config.lc_check:
-        predictor = Predictor.load(config.predictor) if config.predictor else default_predictor()
-        check = LcCheck(ShareSizer(predictor, config.gpu_model), lc_demand)
+    checks = checks or lc_checks(config)
+    check = checks(()) if checks is not None else None
     policy = build_policy(config.policy, state)
     if isinstance(policy, ArkgpuPolicy) and config.relearn_in_background:
         policy.solver = (
@@ -165,8 +185,9 @@ def start(config: ExtenderConfig, api: ClusterApi, watching: bool = True) -> Run
     False: the caller feeds the view, as the benchmark does)."""
     registry = CollectorRegistry()
     metrics = ExtenderMetrics.create(registry)
-    scheduler = build_scheduler(config, metrics.relearn_workers_lost.inc)
-    view = ClusterView(scheduler, config.scheduler_name, config.default_gpucores_percent)
+    checks = lc_checks(config)
+    scheduler = build_scheduler(config, metrics.relearn_workers_lost.inc, checks)
+    view = ClusterView(scheduler, config.scheduler_name, config.default_gpucores_percent, checks)
     extender = Extender(view, api, metrics)
     sink = ViewSink(view, metrics)
     timing = WatchConfig(config.resync_s, backoff_max_s=config.backoff_max_s)

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,9 +36,11 @@ from arkgpu.k8s.cluster.objects import NodeInfo, PodInfo
 from arkgpu.k8s.contract import AssignedGpu, ContractError, PodAssignment
 from arkgpu.k8s.extender.requests import lc_attributes, model_pod, qos_of
 from arkgpu.k8s.extender.verdicts import Verdicts, rank_group
+from arkgpu.k8s.inventory import Corrections
 from arkgpu.model.cluster import PlacementError
 from arkgpu.model.gpus import gpu_model, known_gpu_models
 from arkgpu.model.resources import MILLI_PER_GPU, Node, Pod
+from arkgpu.placement.lc_checking import LcCheck
 from arkgpu.placement.scheduling import Scheduler
 
 LOG = logging.getLogger(__name__)
@@ -71,12 +74,22 @@ def _version(text: str) -> int | None:
 class ClusterView:
     """Nodes, pods and placements, kept in one scheduler (see the module doc)."""
 
-    def __init__(self, scheduler: Scheduler, scheduler_name: str, default_cores: int) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        scheduler_name: str,
+        default_cores: int,
+        correct: Callable[[Corrections], LcCheck[Any] | None] | None = None,
+    ) -> None:
         self.scheduler, self.scheduler_name, self.default_cores = (
             scheduler,
             scheduler_name,
             default_cores,
         )
+        self.correct = correct
+        """Builds the LC check for the nodes' published corrections (None: corrections unused)."""
+        self.corrections: Corrections = ()
+        """Per model, the largest correction any node published: what LC pods are sized with."""
         self.lock = threading.RLock()
         self.nodes: dict[str, NodeInfo] = {}
         """Nodes in the scheduler's state (with GPUs to offer)."""
@@ -98,6 +111,24 @@ class ClusterView:
 
     def node_seen(self, info: NodeInfo) -> None:
         """A node was added or changed."""
+        self._node_seen(info)
+        self._corrections_changed()
+
+    def _corrections_changed(self) -> None:
+        """Rebuild the LC check when the largest correction of some model moved."""
+        if self.correct is None:
+            return
+        found: dict[str, float] = {}
+        for info in self.nodes.values():
+            for model, factor in info.corrections:
+                found[model] = max(found.get(model, factor), factor)
+        now = tuple(sorted(found.items()))
+        if now != self.corrections:
+            self.corrections = now
+            self.scheduler.lc_check = self.correct(now)
+            self.version += 1  # cached filter answers were sized without them
+
+    def _node_seen(self, info: NodeInfo) -> None:
         old = self.nodes.get(info.name)
         if old is not None and (old.gpus, old.cpu_milli, old.memory_mib) == (
             info.gpus,
@@ -119,6 +150,7 @@ class ClusterView:
         self.refused.pop(name, None)
         if name in self.nodes:
             self._take_out(name)
+            self._corrections_changed()
 
     def _put_in(self, info: NodeInfo) -> None:
         self.nodes[info.name] = info
