@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from arkgpu.cli.options import input_file
+from arkgpu.cli.options import config_option
 
 
 def register(subparsers: Any) -> None:
@@ -17,13 +17,7 @@ def register(subparsers: Any) -> None:
     run = sub.add_parser(
         "run", help="serve nvidia.com/gpu to the kubelet and publish this node's GPUs"
     )
-    run.add_argument(
-        "--config",
-        metavar="FILE",
-        type=input_file,
-        required=True,
-        help="the plugin's TOML configuration (fields: docs/k8s/DEVICE-PLUGIN.md)",
-    )
+    config_option(run, "plugin's", "docs/k8s/DEVICE-PLUGIN.md")
     run.set_defaults(handler=run_command)
 
 

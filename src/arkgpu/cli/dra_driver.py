@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from arkgpu.cli.options import input_file
+from arkgpu.cli.options import config_option
 
 
 def register(subparsers: Any) -> None:
@@ -17,13 +17,7 @@ def register(subparsers: Any) -> None:
     run = sub.add_parser(
         "run", help="publish this node's GPUs (shareable, memory and cores) and keep them current"
     )
-    run.add_argument(
-        "--config",
-        metavar="FILE",
-        type=input_file,
-        required=True,
-        help="the driver's TOML configuration (fields: docs/k8s/DRA.md)",
-    )
+    config_option(run, "driver's", "docs/k8s/DRA.md")
     run.set_defaults(handler=run_command)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from arkgpu.cli.options import input_file, integer, json_option, name_list
+from arkgpu.cli.options import config_option, integer, json_option, name_list
 
 
 def register(subparsers: Any) -> None:
@@ -15,13 +15,7 @@ def register(subparsers: Any) -> None:
     )
     sub = parser.add_subparsers(dest="extender_command", required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="serve filter, prioritize and bind for kube-scheduler")
-    run.add_argument(
-        "--config",
-        metavar="FILE",
-        type=input_file,
-        required=True,
-        help="the extender's TOML configuration (fields: docs/k8s/EXTENDER.md)",
-    )
+    config_option(run, "extender's", "docs/k8s/EXTENDER.md")
     run.set_defaults(handler=run_command)
     bench = sub.add_parser(
         "bench", help="filter+prioritize latency and bind rate on a synthetic cluster, in process"

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from arkgpu.cli.options import input_file, json_option, number, plot_option
+from arkgpu.cli.options import config_option, json_option, number, plot_option
 
 
 def register(subparsers: Any) -> None:
@@ -14,13 +14,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("node", help="the node runtime: run it, demo it on a fake GPU")
     sub = parser.add_subparsers(dest="node_command", required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="drive this node's containers through the limiter")
-    run.add_argument(
-        "--config",
-        metavar="FILE",
-        type=input_file,
-        required=True,
-        help="the runtime's TOML configuration (fields: docs/NODE.md)",
-    )
+    config_option(run, "runtime's", "docs/NODE.md")
     run.set_defaults(handler=run_command)
     demo = sub.add_parser("demo", help="the runtime, one LC and one BE workload on a fake GPU")
     json_option(demo, "the demo's figures")

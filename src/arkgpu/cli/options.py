@@ -42,6 +42,7 @@ __all__ = [
     "CliError",
     "Output",
     "OutputDir",
+    "config_option",
     "file_output",
     "input_dir",
     "input_file",
@@ -81,6 +82,18 @@ def json_option(parser: argparse.ArgumentParser, what: str, required: bool = Fal
         required=required,
         help=f"write {what} as JSON to PATH ('-' or no PATH: standard output, instead of "
         "the table); default: no JSON",
+    )
+
+
+def config_option(parser: argparse.ArgumentParser, whose: str, fields: str) -> None:
+    """Add the required ``--config FILE`` of a daemon: ``whose`` TOML configuration, its
+    fields documented in ``fields``."""
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        type=input_file,
+        required=True,
+        help=f"the {_escaped(whose)} TOML configuration (fields: {fields})",
     )
 
 

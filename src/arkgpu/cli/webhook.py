@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from arkgpu.cli.options import input_file
+from arkgpu.cli.options import config_option
 
 
 def register(subparsers: Any) -> None:
@@ -15,13 +15,7 @@ def register(subparsers: Any) -> None:
     )
     sub = parser.add_subparsers(dest="webhook_command", required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="serve /mutate and /validate over HTTPS until SIGTERM")
-    run.add_argument(
-        "--config",
-        metavar="FILE",
-        type=input_file,
-        required=True,
-        help="the webhook's TOML configuration (fields: docs/k8s/WEBHOOK.md)",
-    )
+    config_option(run, "webhook's", "docs/k8s/WEBHOOK.md")
     run.set_defaults(handler=run_command)
 
 
