@@ -347,14 +347,13 @@ def read_usage_file(path: Path) -> layout.UsageStruct:
     return usage_struct(path)
 
 
-def _process(p: layout.ProcStruct) -> ProcessUsage:
-    kinds = {
-        k: tuple(int(p.bytes[d][i]) for d in range(layout.MAX_DEVICES))
-        for i, k in enumerate(layout.KINDS)
-    }
+def process_usage(p: layout.ProcStruct) -> ProcessUsage:
+    """One process slot of the usage region as a record (the node runtime's reader calls it
+    too, after its own checks)."""
+    rows = [list(row) for row in p.bytes]  # [device][kind]
     return ProcessUsage(
         int(p.pid),
-        kinds,
+        {k: tuple(row[i] for row in rows) for i, k in enumerate(layout.KINDS)},
         int(p.busy_ns),
         int(p.launches),
         int(p.throttled_ns),
@@ -377,7 +376,7 @@ def usage_snapshot(u: layout.UsageStruct) -> Usage:
         used_bytes=tuple(int(x) for x in u.used),
         busy_ns=tuple(int(x) for x in u.busy_ns),
         reserved_bytes=tuple(int(x) for x in u.reserved),
-        processes=tuple(_process(p) for p in u.procs if p.pid),
+        processes=tuple(process_usage(p) for p in u.procs if p.pid),
         reclaimed_bytes=int(u.reclaimed_bytes),
         lock_recoveries=int(u.lock_recoveries),
         latency_head=int(u.lat_head),

@@ -32,8 +32,8 @@ import struct
 from pathlib import Path
 
 from arkgpu.limiter import layout
-from arkgpu.limiter.region import LatencySample, ProcessUsage, Usage
-from arkgpu.limiter.untrusted import PID_MAX, RegionDataError, check_header, start_ticks
+from arkgpu.limiter.region import LatencySample, ProcessUsage, Usage, process_usage
+from arkgpu.limiter.untrusted import PID_MAX, RegionDataError, check_header
 
 _U = layout.UsageStruct
 _RECORD = ctypes.sizeof(_U)
@@ -183,21 +183,9 @@ class UsageReader:
         return tuple(out)
 
     def _process(self, i: int, p: layout.ProcStruct) -> ProcessUsage:
-        rows = [list(row) for row in p.bytes]
-        reserve = tuple(p.reserve)
-        if sum(map(sum, rows)) + sum(reserve) >= 1 << 64:
+        if sum(map(sum, p.bytes)) + sum(p.reserve) >= 1 << 64:
             raise RegionDataError(f"{self.path}: procs[{i}].bytes and reserve sum past 2**64")
-        return ProcessUsage(
-            int(p.pid),
-            {k: tuple(row[j] for row in rows) for j, k in enumerate(layout.KINDS)},
-            int(p.busy_ns),
-            int(p.launches),
-            int(p.throttled_ns),
-            int(p.oom_refusals),
-            alive=start_ticks(int(p.pid)) == p.start_ticks,
-            in_lock=bool(p.flags & layout.PROC_IN_LOCK),
-            reserve_bytes=reserve,
-        )
+        return process_usage(p)
 
     def latencies(self, head: int, after_seq: int) -> list[LatencySample]:
         """Complete samples with sequence number in (``after_seq``, ``head``], oldest first.
