@@ -14,7 +14,6 @@ retries). Calls are serialised: the kubelet may retry while a first call runs.
 
 from __future__ import annotations
 
-import json
 import threading
 from concurrent import futures
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ import grpc
 from arkgpu.k8s.dra import wire
 from arkgpu.k8s.dra.claims import ClaimError, shares
 from arkgpu.k8s.dra.preparing import Preparer
+from arkgpu.k8s.dra.publishing import read_or_none
 from arkgpu.k8s.dra.wire import dra, reg
 
 
@@ -48,16 +48,9 @@ class KubernetesClaims:
 
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The claim; None on 404."""
-        try:
-            response = self._api.read_namespaced_resource_claim(
-                name, namespace, _preload_content=False
-            )
-        except self._exception as exc:
-            if exc.status == 404:
-                return None
-            raise
-        data: dict[str, Any] = json.loads(response.data)
-        return data
+        return read_or_none(
+            self._api.read_namespaced_resource_claim, self._exception, name, namespace
+        )
 
 
 @dataclass

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -88,6 +89,21 @@ class Publisher:
         return body
 
 
+def read_or_none(
+    read: Callable[..., Any], missing: type[Exception], *args: str
+) -> dict[str, Any] | None:
+    """``read(*args)`` of the official client, its answer parsed as JSON (every field kept);
+    None when the API server says 404 (``missing``: the client's ApiException)."""
+    try:
+        response = read(*args, _preload_content=False)
+    except missing as exc:
+        if getattr(exc, "status", None) == 404:
+            return None
+        raise
+    data: dict[str, Any] = json.loads(response.data)
+    return data
+
+
 class KubernetesSlices:
     """:class:`SliceApi` over the official client (``ResourceV1Api``)."""
 
@@ -99,14 +115,7 @@ class KubernetesSlices:
 
     def get(self, name: str) -> dict[str, Any] | None:
         """The slice as JSON; None on 404."""
-        try:
-            response = self._api.read_resource_slice(name, _preload_content=False)
-        except self._exception as exc:
-            if exc.status == 404:
-                return None
-            raise
-        data: dict[str, Any] = json.loads(response.data)
-        return data
+        return read_or_none(self._api.read_resource_slice, self._exception, name)
 
     def create(self, body: dict[str, Any]) -> None:
         """POST the slice."""
