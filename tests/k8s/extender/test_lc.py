@@ -85,3 +85,5 @@ def test_lc_pods_are_sized_with_the_corrections_the_nodes_published() -> None:
     assert view.corrections == ()
     again = view.assign(read_pod(_lc("again", rps)), "c").assignment.gpus[0].share_bp
     assert again == plain
+    view.replace_nodes([read_node(_calibrated("d", 1.3)), read_node(node("a", 1))])  # a relist
+    assert view.corrections == (("resnet50", 1.3),)

@@ -147,10 +147,13 @@ class ClusterView:
 
     def node_gone(self, name: str) -> None:
         """A node was deleted: its pods stay tracked, placed again if it comes back."""
+        self._node_gone(name)
+        self._corrections_changed()
+
+    def _node_gone(self, name: str) -> None:
         self.refused.pop(name, None)
         if name in self.nodes:
             self._take_out(name)
-            self._corrections_changed()
 
     def _put_in(self, info: NodeInfo) -> None:
         self.nodes[info.name] = info
@@ -186,9 +189,10 @@ class ClusterView:
         fresh = {i.name: i for i in infos}
         for name in [*self.nodes, *self.refused]:
             if name not in fresh:
-                self.node_gone(name)
+                self._node_gone(name)
         for info in fresh.values():
-            self.node_seen(info)
+            self._node_seen(info)
+        self._corrections_changed()  # once for the list, not once per node
 
     # -- pods --------------------------------------------------------------------------
 
