@@ -10,7 +10,7 @@ import pytest
 from arkgpu.k8s.cluster.objects import read_node, read_pod
 from arkgpu.k8s.contract import ANNOTATION_INVENTORY, NodeInventory
 from arkgpu.k8s.extender.config import ExtenderConfig
-from arkgpu.k8s.extender.running import build_scheduler, lc_checks
+from arkgpu.k8s.extender.running import build_scheduler, lc_sizers
 from arkgpu.k8s.extender.state import ClusterView
 
 from .helpers import node, pod
@@ -68,10 +68,9 @@ def test_lc_pods_are_sized_with_the_corrections_the_nodes_published() -> None:
     larger share, on every node (the largest factor of a model is what a new pod assumes);
     the correction withdrawn, the plain size again."""
     rps = 300
-    checks = lc_checks(ExtenderConfig(lc_check=True))
-    view = ClusterView(
-        build_scheduler(ExtenderConfig(lc_check=True)), "arkgpu-scheduler", 0, checks
-    )
+    config = ExtenderConfig(lc_check=True)
+    sizers = lc_sizers(config)
+    view = ClusterView(build_scheduler(config, sizers=sizers), "arkgpu-scheduler", 0, sizers)
     view.node_seen(read_node(node("a", 1)))
     plain = view.assign(read_pod(_lc("plain", rps)), "a").assignment.gpus[0].share_bp
     view.node_seen(read_node(node("b", 1)))
@@ -85,5 +84,7 @@ def test_lc_pods_are_sized_with_the_corrections_the_nodes_published() -> None:
     assert view.corrections == ()
     again = view.assign(read_pod(_lc("again", rps)), "c").assignment.gpus[0].share_bp
     assert again == plain
-    view.replace_nodes([read_node(_calibrated("d", 1.3)), read_node(node("a", 1))])  # a relist
+    # a relist: b and c (with LC pods placed before and after the change) are gone, which
+    # releases their pods from the same check that placed them
+    view.replace_nodes([read_node(_calibrated("d", 1.3)), read_node(node("a", 1))])
     assert view.corrections == (("resnet50", 1.3),)

@@ -53,35 +53,35 @@ def lc_demand(lc: LcAttributes) -> LcDemand:
     return LcDemand(lc.model, lc.target_ms, lc.peak_rps, lc.max_batch, lc.max_queue_delay_ms)
 
 
-LcChecks = Callable[[Corrections], LcCheck[Any]]
-"""The LC check for the corrections the nodes published (online calibration)."""
+LcSizers = Callable[[Corrections], ShareSizer]
+"""The level-2 sizer for the corrections the nodes published (online calibration)."""
 
 
-def lc_checks(config: ExtenderConfig) -> LcChecks | None:
-    """With the LC check on: the configured predictor, loaded once, and the check over it
+def lc_sizers(config: ExtenderConfig) -> LcSizers | None:
+    """With the LC check on: the configured predictor, loaded once, and the sizer over it
     with each model's latencies multiplied by its correction; None when the check is off."""
     if not config.lc_check:
         return None
     predictor = Predictor.load(config.predictor) if config.predictor else default_predictor()
 
-    def check(corrections: Corrections) -> LcCheck[Any]:
+    def sizer(corrections: Corrections) -> ShareSizer:
         model = CorrectedPredictor(predictor, corrections) if corrections else predictor
-        return LcCheck(ShareSizer(model, config.gpu_model), lc_demand)
+        return ShareSizer(model, config.gpu_model)
 
-    return check
+    return sizer
 
 
 def build_scheduler(
     config: ExtenderConfig,
     on_lost: Callable[[], None] = lambda: None,
-    checks: LcChecks | None = None,
+    sizers: LcSizers | None = None,
 ) -> Scheduler:
     """An empty cluster state, the configured policy and, when on, the predictor's LC check
-    (from ``checks``, else built here). ``on_lost`` is called each time a re-learning worker
-    process dies."""
+    (its sizer from ``sizers``, else built here). ``on_lost`` is called each time a
+    re-learning worker process dies."""
     state = ClusterState.from_nodes([])
-    checks = checks or lc_checks(config)
-    check = checks(()) if checks is not None else None
+    sizers = sizers or lc_sizers(config)
+    check = LcCheck(sizers(()), lc_demand) if sizers is not None else None
     policy = build_policy(config.policy, state)
     if isinstance(policy, ArkgpuPolicy) and config.relearn_in_background:
         policy.solver = (
@@ -185,9 +185,9 @@ def start(config: ExtenderConfig, api: ClusterApi, watching: bool = True) -> Run
     False: the caller feeds the view, as the benchmark does)."""
     registry = CollectorRegistry()
     metrics = ExtenderMetrics.create(registry)
-    checks = lc_checks(config)
-    scheduler = build_scheduler(config, metrics.relearn_workers_lost.inc, checks)
-    view = ClusterView(scheduler, config.scheduler_name, config.default_gpucores_percent, checks)
+    sizers = lc_sizers(config)
+    scheduler = build_scheduler(config, metrics.relearn_workers_lost.inc, sizers)
+    view = ClusterView(scheduler, config.scheduler_name, config.default_gpucores_percent, sizers)
     extender = Extender(view, api, metrics)
     sink = ViewSink(view, metrics)
     timing = WatchConfig(config.resync_s, backoff_max_s=config.backoff_max_s)

@@ -40,7 +40,7 @@ from arkgpu.k8s.inventory import Corrections
 from arkgpu.model.cluster import PlacementError
 from arkgpu.model.gpus import gpu_model, known_gpu_models
 from arkgpu.model.resources import MILLI_PER_GPU, Node, Pod
-from arkgpu.placement.lc_checking import LcCheck
+from arkgpu.placement.lc_placing import ShareSizing
 from arkgpu.placement.scheduling import Scheduler
 
 LOG = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ class ClusterView:
         scheduler: Scheduler,
         scheduler_name: str,
         default_cores: int,
-        correct: Callable[[Corrections], LcCheck[Any] | None] | None = None,
+        correct: Callable[[Corrections], ShareSizing[Any]] | None = None,
     ) -> None:
         self.scheduler, self.scheduler_name, self.default_cores = (
             scheduler,
@@ -87,7 +87,7 @@ class ClusterView:
             default_cores,
         )
         self.correct = correct
-        """Builds the LC check for the nodes' published corrections (None: corrections unused)."""
+        """Builds the LC check's sizer for the nodes' published corrections (None: unused)."""
         self.corrections: Corrections = ()
         """Per model, the largest correction any node published: what LC pods are sized with."""
         self.lock = threading.RLock()
@@ -115,8 +115,10 @@ class ClusterView:
         self._corrections_changed()
 
     def _corrections_changed(self) -> None:
-        """Rebuild the LC check when the largest correction of some model moved."""
-        if self.correct is None:
+        """Give the LC check a new sizer when the largest correction of some model moved (the
+        check itself, which knows the LC pods on every GPU, stays)."""
+        check = self.scheduler.lc_check
+        if self.correct is None or check is None:
             return
         found: dict[str, float] = {}
         for info in self.nodes.values():
@@ -125,7 +127,7 @@ class ClusterView:
         now = tuple(sorted(found.items()))
         if now != self.corrections:
             self.corrections = now
-            self.scheduler.lc_check = self.correct(now)
+            check.sizer = self.correct(now)
             self.version += 1  # cached filter answers were sized without them
 
     def _node_seen(self, info: NodeInfo) -> None:
