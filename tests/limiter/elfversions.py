@@ -9,6 +9,7 @@ from pathlib import Path
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
+from elftools.elf.relocation import RelocationSection
 
 #: The newest glibc symbol version a library may need (CentOS 7's glibc).
 BASELINE = (2, 17)
@@ -52,3 +53,13 @@ def dynamic_entries(path: Path) -> tuple[list[str], set[str]]:
         dynsym = elf.get_section_by_name(".dynsym")
         undefined = {s.name for s in dynsym.iter_symbols() if s["st_shndx"] == "SHN_UNDEF"}
     return needed, undefined
+
+
+def null_plt_relocations(path: Path) -> int:
+    """Entries of type R_X86_64_NONE (0) in .rela.plt: ld.so refuses to load such a
+    file ("unexpected PLT reloc type 0x00")."""
+    with path.open("rb") as f:
+        section = ELFFile(f).get_section_by_name(".rela.plt")
+        if not isinstance(section, RelocationSection):
+            return 0
+        return sum(1 for r in section.iter_relocations() if r["r_info_type"] == 0)

@@ -16,7 +16,14 @@ import pytest
 
 from arkgpu.limiter import native
 
-from .elfversions import BASELINE, dynamic_entries, glibc_version, too_new, version_needs
+from .elfversions import (
+    BASELINE,
+    dynamic_entries,
+    glibc_version,
+    null_plt_relocations,
+    too_new,
+    version_needs,
+)
 
 #: The libraries a container process loads: ours and the fake driver's.
 LIBRARIES = (
@@ -55,3 +62,10 @@ def test_a_library_names_the_old_homes_of_the_functions_it_calls(relative: str) 
     for home, functions in OLD_HOMES.items():
         if undefined & set(functions):
             assert home in needed, f"{relative} calls {sorted(undefined & set(functions))}"
+
+
+@pytest.mark.parametrize("relative", LIBRARIES)
+def test_a_library_has_no_null_plt_relocation(relative: str) -> None:
+    """Pinning a name the sanitizer runtime also defines (__xstat, __fxstat) made
+    the linker leave such an entry in the ASan and TSan builds."""
+    assert null_plt_relocations(native.build_dir() / relative) == 0
