@@ -13,9 +13,11 @@ more than its cap plus ``backstop_margin_mib``, the runtime acts as configured:
 
 Which container a process belongs to (NVML gives host pids; a container's own
 pids, as its usage file holds them, are neither host pids nor trusted):
-:mod:`arkgpu.node.attributing`, by the identity of the container's usage file
-that the process maps, or names in ``ARKGPU_REGION_DIR`` inside its own root,
-or by the mount namespace of a process so attributed.
+:mod:`arkgpu.node.attributing`, by the pod UID its cgroup names (the one way that
+needs no CAP_SYS_PTRACE, so it sees other users' processes), by the identity of
+the container's usage file that the process maps, or names in
+``ARKGPU_REGION_DIR`` inside its own root, or by the mount namespace of a process
+so attributed.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from arkgpu.node.attributing import Attribution, usage_identity
+from arkgpu.node.attributing import Attribution, pod_owners, usage_identity
 from arkgpu.node.gpus import nvml_handles
 from arkgpu.node.observing import Container
 
@@ -83,8 +85,9 @@ class Backstop:
             identity = usage_identity(c.region)
             if identity is not None:
                 regions[identity] = c.name
+        pods = pod_owners({c.region: c.name for c in containers})
         procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
-        owners = self.attribution.owners([int(p.pid) for p in procs], regions)
+        owners = self.attribution.owners([int(p.pid) for p in procs], regions, pods)
         out: dict[str, dict[int, int]] = {}
         for proc in procs:
             name = owners.get(int(proc.pid))

@@ -155,3 +155,15 @@ def test_the_kubelet_hears_the_main_request_of_a_subrequest_result(workdir: Path
         assert list(device.cdi_device_ids) == [f"{DRIVER}/claim=uid-1-gpu_large"]
     finally:
         server.stop(None)
+
+
+def test_the_region_names_the_pods_the_claim_is_reserved_for(workdir: Path) -> None:
+    """``pod_uids`` in pod.json: the backstop attributes processes by their pod's cgroup."""
+    claim = claim_with(result("gpu", "gpu-0", "s1"))
+    claim["status"]["reservedFor"] = [
+        {"resource": "pods", "name": "infer-0", "uid": "pod-uid-1"},
+        {"resource": "jobs", "name": "other", "uid": "job-uid"},
+    ]
+    make_preparer(workdir).prepare(claim, shares(claim, DRIVER))
+    body = json.loads((workdir / "regions" / "dra-uid-1-gpu" / "pod.json").read_text())
+    assert body["pod_uids"] == ["pod-uid-1"]

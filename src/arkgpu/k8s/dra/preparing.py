@@ -99,8 +99,9 @@ class Preparer:
             nodes = [self.device_nodes(share.gpu_index) for share in shares]
         except ClaimError as exc:
             raise ClaimError(f"claim {meta.get('namespace')}/{meta.get('name')}: {exc}") from None
+        pods = reserved_pods(claim)
         for share in shares:
-            self._region(uid, meta, share)
+            self._region(uid, meta, share, pods)
         devices = [self._cdi_device(uid, s, n) for s, n in zip(shares, nodes, strict=True)]
         spec = {"cdiVersion": CDI_VERSION, "kind": f"{self.driver}/{CDI_CLASS}", "devices": devices}
         _write_atomic(self.spec_path(uid), json.dumps(spec, indent=2))
@@ -126,7 +127,7 @@ class Preparer:
         for region in self.regions_dir.glob(f"dra-{claim_uid}-*"):
             shutil.rmtree(region, ignore_errors=True)
 
-    def _region(self, uid: str, meta: dict[str, Any], share: Share) -> Path:
+    def _region(self, uid: str, meta: dict[str, Any], share: Share, pods: list[str]) -> Path:
         final = self.region_dir(uid, share)
         if (final / POD_FILE).is_file():
             return final  # prepared before (a retry, or a restart after success)
@@ -134,7 +135,7 @@ class Preparer:
         shutil.rmtree(staged, ignore_errors=True)
         limits = Limits((share.memory_mib * MIB,), share_bp=share.cores * 100)
         create_region(staged, limits)
-        _write_atomic(staged / POD_FILE, json.dumps(pod_description(uid, meta, share)))
+        _write_atomic(staged / POD_FILE, json.dumps(pod_description(uid, meta, share, pods)))
         staged.rename(final)
         return final
 
@@ -161,8 +162,19 @@ class Preparer:
         return {"name": f"{uid}-{_name(share)}", "containerEdits": edits}
 
 
-def pod_description(uid: str, meta: dict[str, Any], share: Share) -> dict[str, Any]:
-    """``pod.json`` of a share's region, as the node runtime reads it (docs/NODE.md)."""
+def reserved_pods(claim: dict[str, Any]) -> list[str]:
+    """UIDs of the pods the claim is reserved for (``status.reservedFor``, resource pods):
+    the kubelet prepares a claim for a pod kube-scheduler reserved it for."""
+    reserved = (claim.get("status") or {}).get("reservedFor") or []
+    return [str(r["uid"]) for r in reserved if r.get("resource") == "pods" and r.get("uid")]
+
+
+def pod_description(
+    uid: str, meta: dict[str, Any], share: Share, pods: list[str] | None = None
+) -> dict[str, Any]:
+    """``pod.json`` of a share's region, as the node runtime reads it (docs/NODE.md);
+    ``pod_uids``: the pods using the claim when it was prepared (the backstop's cgroup
+    attribution, :mod:`arkgpu.node.attributing`)."""
     qos = share.qos
     body: dict[str, Any] = {
         "kind": qos.kind,
@@ -170,6 +182,7 @@ def pod_description(uid: str, meta: dict[str, Any], share: Share) -> dict[str, A
         "model": qos.model,
         "memory_mib": share.memory_mib,
         "claim": {"namespace": meta.get("namespace", ""), "name": meta.get("name"), "uid": uid},
+        "pod_uids": pods or [],
     }
     if qos.kind == "lc":
         body.update(target_ms=qos.target_ms, peak_rps=qos.peak_rps, max_batch=qos.max_batch)
