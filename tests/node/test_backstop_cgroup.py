@@ -17,7 +17,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from arkgpu.limiter import native
-from arkgpu.limiter.containers import NOBODY, make_world_readable
+from arkgpu.limiter.containers import NOBODY
 from arkgpu.limiter.region import Limits, create_region
 from arkgpu.node.attributing import pod_owners, pod_uid_in
 from arkgpu.node.backstop import EVICT_FILE
@@ -110,16 +109,6 @@ def pod_cgroup() -> Iterator[Path]:
         if path == root:
             break
         path.rmdir()
-
-
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A folder nobody can reach, with a copy of the native build in it."""
-    path = Path(tempfile.mkdtemp(prefix="arkgpu-cgroup-"))
-    make_world_readable(path)
-    native.stage(path / "native")
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @needs_root
