@@ -29,9 +29,11 @@ PHASES = ("stock", "null", "extender")
 """The ways a pod is scheduled, in the order each round runs them."""
 EXTENDED = ("null", "extender")
 """Phases whose kube-scheduler calls an extender."""
-MODES = ("live", "backlog")
-"""``live``: the scheduler runs while the pods are created (first create to last bind).
-``backlog``: every pod is created first, then the scheduler starts (first to last bind)."""
+MODES = ("live", "backlog", "steady")
+"""``live``: the scheduler runs while the pods are created as fast as the client goes (first
+create to last bind). ``backlog``: every pod is created first, then the scheduler starts
+(first to last bind). ``steady``: the scheduler runs while the pods are created at
+``steady_rate`` pods/s; its figure is the create-to-bound latency."""
 STOCK_SCHEDULER = "arkgpu-bench-stock"
 """Profile name of kube-scheduler alone (the default plugins under another name)."""
 NULL_SCHEDULER = "arkgpu-bench-null"
@@ -69,6 +71,9 @@ class BenchSettings:
     """Client threads creating nodes and pods (requests in flight at once)."""
     modes: tuple[str, ...] = MODES
     """Which of ``MODES`` to measure."""
+    steady_rate: float = 50.0
+    """Pods created per second in the ``steady`` mode (default 50: under what every phase
+    sustains on the 2-core machine, so the latency is the path's, not a queue's)."""
     phases: tuple[str, ...] = ("stock", "extender")
     """Which of ``PHASES`` to measure (``stock`` alone when the extender is not there)."""
     client_qps: int = 5000
@@ -79,6 +84,16 @@ class BenchSettings:
     """Seconds a phase may take to see every pod bound before it fails."""
     extender_settings: tuple[str, ...] = ()
     """Extra ``key = value`` TOML lines for the extender's config file."""
+
+
+def prioritizes(settings: BenchSettings, phase: str) -> bool:
+    """Whether ``phase``'s kube-scheduler calls prioritize: the null extender (it keeps every
+    node), and ArkGPU's when its filter keeps every fitting node (``filter_chosen_only``
+    false among the extender settings)."""
+    if phase == "null":
+        return True
+    lines = [s.replace(" ", "").lower() for s in settings.extender_settings]
+    return "filter_chosen_only=false" in lines
 
 
 def inventory(node: str, gpus: int) -> str:
@@ -141,12 +156,14 @@ def scheduler_name(phase: str) -> str:
     return names.get(phase, contract.SCHEDULER_NAME)
 
 
-def extender_entry(url: str) -> dict[str, Any]:
-    """The ``extenders`` item of KubeSchedulerConfiguration v1 for ArkGPU's extender."""
+def extender_entry(url: str, prioritize: bool = False) -> dict[str, Any]:
+    """The ``extenders`` item of KubeSchedulerConfiguration v1 for ArkGPU's extender: no
+    ``prioritizeVerb`` unless ``prioritize`` (the extender's filter keeps one node, so
+    kube-scheduler would never call it; the null extender keeps them all and scores them)."""
     return {
         "urlPrefix": url,
         "filterVerb": "filter",
-        "prioritizeVerb": "prioritize",
+        "prioritizeVerb": "prioritize" if prioritize else "",
         "bindVerb": "bind",
         "weight": 1,
         "enableHTTPS": url.startswith("https:"),
@@ -160,9 +177,14 @@ def extender_entry(url: str) -> dict[str, Any]:
 
 
 def scheduler_config(
-    kubeconfig: Path, phase: str, client_qps: int, extender_url: str | None
+    kubeconfig: Path,
+    phase: str,
+    client_qps: int,
+    extender_url: str | None,
+    prioritize: bool = False,
 ) -> dict[str, Any]:
-    """KubeSchedulerConfiguration v1 of ``phase`` (JSON, which every YAML reader takes).
+    """KubeSchedulerConfiguration v1 of ``phase`` (JSON, which every YAML reader takes);
+    ``prioritize``: the extender's prioritize verb is configured.
 
     Extenders apply to every profile of a scheduler, so each phase runs its own
     kube-scheduler with one profile.
@@ -181,7 +203,7 @@ def scheduler_config(
     if phase in EXTENDED:
         if extender_url is None:
             raise ValueError("the extender phase needs the extender's URL")
-        config["extenders"] = [extender_entry(extender_url)]
+        config["extenders"] = [extender_entry(extender_url, prioritize)]
     return config
 
 

@@ -127,8 +127,13 @@ def start_scheduler(bench: Bench, phase: str, stack: ExitStack) -> Started:
     if phase in cfg.EXTENDED:
         url, pids["extender"] = start_extender(bench, phase, stack)
     workdir = bench.plane.workdir
+    settings = bench.settings
     config = cfg.scheduler_config(
-        workdir / "scheduler.kubeconfig", phase, bench.settings.client_qps, url
+        workdir / "scheduler.kubeconfig",
+        phase,
+        settings.client_qps,
+        url,
+        cfg.prioritizes(settings, phase),
     )
     path = workdir / f"scheduler-{phase}.json"
     path.write_text(json.dumps(config, indent=2))
@@ -171,20 +176,22 @@ def warm_up(bench: Bench, phase: str) -> None:
 
 
 def run_phase(bench: Bench, phase: str, mode: str, round_: int) -> PhaseResult:
-    """One measured phase: scheduler up, pods created at once, all bound; then cleaned up.
+    """One measured phase: scheduler up, pods created (at once, or at the steady rate), all
+    bound; then cleaned up.
 
-    CPU per pod counts from the scheduler's readiness (live: after the warm-up pod;
-    backlog: with the pods already there) until the last bind.
+    CPU per pod counts from the scheduler's readiness (live and steady: after the warm-up
+    pod; backlog: with the pods already there) until the last bind.
     """
     settings = bench.settings
     bodies = pod_bodies(bench, phase, f"{phase}-r{round_}", settings.pods)
+    rate = settings.steady_rate if mode == "steady" else 0.0
     with ExitStack() as stack:
-        if mode == "live":
+        if mode != "backlog":
             started = start_scheduler(bench, phase, stack)
             warm_up(bench, phase)
             cpu = cpu_seconds(started.pids)
         watch = stack.enter_context(watching_binds(bench.api, bench.namespace))
-        sent = api_nodes.create_pods(bench.api, bench.namespace, bodies, settings.workers)
+        sent = api_nodes.create_pods(bench.api, bench.namespace, bodies, settings.workers, rate)
         if mode == "backlog":
             started = start_scheduler(bench, phase, stack)
             cpu = cpu_seconds(started.pids)
@@ -260,9 +267,27 @@ def run_benchmark(
             k8s.CoreV1Api(api).delete_collection_node(
                 label_selector=f"{cfg.BENCH_LABEL}={run}", _preload_content=False
             )
+    summary = summarise(results)
     return {
         "settings": asdict(settings),
         "setup": {"nodes_s": nodes_s, "nodes_per_s": settings.nodes / nodes_s},
+        **headline(summary),
         "results": [asdict(r) for r in results],
-        "summary": summarise(results),
+        "summary": summary,
     }
+
+
+def headline(summary: dict[str, Any]) -> dict[str, float]:
+    """The issue's figures, where measured: ``extender_over_alone_backlog`` (ArkGPU's
+    scheduling rate from a backlog over kube-scheduler alone's, the median of the rounds'
+    own ratios), the same for ``live``, and ``extender_steady_p99_ms`` (create to bound at
+    the steady rate, median of rounds)."""
+    out = {}
+    for mode in ("backlog", "live"):
+        ratio = summary.get(mode, {}).get("extender_median_round_ratio_pods_per_s")
+        if ratio is not None:
+            out[f"extender_over_alone_{mode}"] = ratio
+    steady = summary.get("steady", {}).get("extender")
+    if steady is not None:
+        out["extender_steady_p99_ms"] = steady["latency_p99_ms"]
+    return out

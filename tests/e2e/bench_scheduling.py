@@ -52,6 +52,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 10_000:
+        raise argparse.ArgumentTypeError(f"expected pods per second in (0, 10000], got {text!r}")
+    return value
+
+
 def _choices(allowed: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
     def parse(text: str) -> tuple[str, ...]:
         chosen = tuple(part.strip() for part in text.split(",") if part.strip())
@@ -84,7 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=d.phases,
         help="stock,null,extender (default stock,extender)",
     )
-    add("--modes", type=_choices(cfg.MODES), default=d.modes, help="live,backlog (default both)")
+    add(
+        "--modes",
+        type=_choices(cfg.MODES),
+        default=d.modes,
+        help="live,backlog,steady (default all three)",
+    )
+    add("--steady-rate", type=_rate, default=d.steady_rate, help="pods/s (default 50)")
     add("--extender-setting", action="append", default=[], metavar="'KEY = VALUE'")
     add("--json", type=Path, metavar="OUT", help="write the report here")
     add("--workdir", type=Path, help="certificates, logs, configs (default: a new temp dir)")
@@ -102,6 +118,7 @@ def settings_from(args: argparse.Namespace) -> cfg.BenchSettings:
         whole_every=args.whole_every,
         workers=args.workers,
         modes=args.modes,
+        steady_rate=args.steady_rate,
         phases=args.phases,
         client_qps=args.client_qps,
         extender_settings=tuple(args.extender_setting),
@@ -168,6 +185,12 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"{PROG}: error: {str(exc).strip()}\n")
         return 1
     print_summary(report["summary"])
+    for key in ("extender_over_alone_backlog", "extender_over_alone_live"):
+        if key in report:
+            print(f"{key}: {report[key]:.3f}")
+    for key in ("extender_steady_p99_ms",):
+        if key in report:
+            print(f"{key}: {report[key]:.3f}")
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0

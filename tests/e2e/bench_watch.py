@@ -201,7 +201,7 @@ def phase_result(
         mode=mode,
         round=round_,
         pods=len(sent),
-        pods_per_s=len(sent) / (last_bind - first_sent) if mode == "live" else binds_per_s,
+        pods_per_s=len(sent) / (last_bind - first_sent) if mode != "backlog" else binds_per_s,
         binds_per_s=binds_per_s,
         creates_per_s=len(sent) / max(last_sent - first_sent, 1e-6),
         latency_p50_ms=percentile(latencies, 50),

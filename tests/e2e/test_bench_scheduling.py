@@ -8,6 +8,7 @@ bodies and configurations it sends are checked against the contract.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from kubernetes import client as k8s
 from arkgpu.k8s import contract
 
 from . import bench_config as cfg
-from .bench_run import run_benchmark, summarise
+from .bench_run import headline, run_benchmark, summarise
 from .bench_scheduling import build_parser, settings_from
 from .bench_watch import PhaseResult, percentile
 from .controlplane import ControlPlane, build_control_plane
@@ -41,11 +42,16 @@ def test_extender_phase_configures_every_managed_resource() -> None:
     config = cfg.scheduler_config(Path("/k"), "extender", 5000, "http://127.0.0.1:1")
     assert [p["schedulerName"] for p in config["profiles"]] == [contract.SCHEDULER_NAME]
     (extender,) = config["extenders"]
+    # the filter keeps one node: kube-scheduler would never call prioritize
     assert (extender["filterVerb"], extender["prioritizeVerb"], extender["bindVerb"]) == (
         "filter",
-        "prioritize",
+        "",
         "bind",
     )
+    old = cfg.BenchSettings(extender_settings=("filter_chosen_only = false",))
+    assert cfg.prioritizes(old, "extender")
+    assert cfg.prioritizes(cfg.BenchSettings(), "null")
+    assert not cfg.prioritizes(cfg.BenchSettings(), "extender")
     assert extender["nodeCacheCapable"] is True
     managed = {m["name"]: m["ignoredByScheduler"] for m in extender["managedResources"]}
     assert managed == dict.fromkeys(contract.MANAGED_RESOURCES, True)
@@ -77,7 +83,8 @@ def test_command_line_maps_to_settings() -> None:
     settings = settings_from(args)
     assert (settings.nodes, settings.pods, settings.rounds) == (1000, 500, 3)
     assert settings.phases == ("stock",)
-    assert settings.modes == ("live", "backlog")
+    assert settings.modes == ("live", "backlog", "steady")
+    assert settings.steady_rate == 50.0
 
 
 def _result(phase: str, round_: int, pods_per_s: float) -> PhaseResult:
@@ -105,6 +112,8 @@ def test_summary_gives_medians_and_ratios_within_and_across_rounds() -> None:
     assert live["extender_median_round_ratio_pods_per_s"] == 0.5
     assert "null_ratio_pods_per_s" not in live
     assert not any("ratio" in key for key in summarise(results[::2])["live"])
+    backlog = [dataclasses.replace(r, mode="backlog") for r in results]
+    assert headline(summarise(backlog)) == {"extender_over_alone_backlog": 0.5}
 
 
 def test_percentile_is_nearest_rank() -> None:

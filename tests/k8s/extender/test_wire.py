@@ -35,9 +35,39 @@ def served() -> Iterator[tuple[Running, MemoryApi]]:
         api.put("nodes", n)
     request = _golden("filter_names.request.json")
     api.put("pods", request["Pod"])
-    running = started(api)
+    running = started(api, filter_chosen_only=False)  # every fitting node: the full answer
     yield running, api
     running.close()
+
+
+def test_filter_keeps_only_the_chosen_node_by_default() -> None:
+    """The default answer: the node prioritize would score 10, alone (kube-scheduler then
+    skips prioritize); with no node fitting, every node with its reason."""
+    api = MemoryApi()
+    for n in (node("gpu-a"), node("gpu-b"), node("cpu-only", gpus=None)):
+        api.put("nodes", n)
+    request = _golden("filter_names.request.json")
+    api.put("pods", request["Pod"])
+    running = started(api)
+    try:
+        scores = post(running.port, "/prioritize", request)[1]
+        best = next(s["Host"] for s in scores if s["Score"] == 10)
+        assert post(running.port, "/filter", request) == (
+            200,
+            {
+                "Nodes": None,
+                "NodeNames": [best],
+                "FailedNodes": {},
+                "FailedAndUnresolvableNodes": {},
+                "Error": "",
+            },
+        )
+        none_fit = {**request, "NodeNames": ["cpu-only"]}
+        answer = post(running.port, "/filter", none_fit)[1]
+        assert answer["NodeNames"] == []
+        assert "no ArkGPU GPU inventory" in answer["FailedAndUnresolvableNodes"]["cpu-only"]
+    finally:
+        running.close()
 
 
 def test_golden_filter_prioritize_bind(served: tuple[Running, MemoryApi]) -> None:

@@ -117,9 +117,17 @@ class KubeApi:
         body = {"metadata": {"uid": uid, "annotations": annotations}}
         return self._json(self.core.patch_namespaced_pod, name, namespace, body)
 
-    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
-        body = client.V1Binding(
-            metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid),
-            target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
-        )
+    def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
+        meta: Json = {"name": name, "namespace": namespace, "uid": uid}
+        if annotations:
+            meta["annotations"] = annotations
+        target = {"apiVersion": "v1", "kind": "Node", "name": node}
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": meta, "target": target}
         self._json(self.core.create_namespaced_pod_binding, name, namespace, body)

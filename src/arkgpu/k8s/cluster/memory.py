@@ -85,12 +85,20 @@ class MemoryApi:
             self.writes += 1
             return copy.deepcopy(self._store("pods", f"{namespace}/{name}", pod, "MODIFIED"))
 
-    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
         with self._lock:
             pod = copy.deepcopy(self._pod(namespace, name, uid))
             if pod.get("spec", {}).get("nodeName"):
                 raise ApiError(CONFLICT, f"pod {namespace}/{name} is already assigned to a node")
             pod.setdefault("spec", {})["nodeName"] = node
+            pod["metadata"].setdefault("annotations", {}).update(annotations or {})
             self.writes += 1
             self._store("pods", f"{namespace}/{name}", pod, "MODIFIED")
 

@@ -5,7 +5,8 @@ Per repetition, in one process: an extender with an in-memory API server
 ``gpus_per_node`` A100-80GB GPUs, serving HTTP on loopback. Then:
 
 1. filter + prioritize, as kube-scheduler calls them with ``nodeCacheCapable``
-   true (every node's name, then the names the filter kept), for ``pods``
+   true (every node's name, then, when the filter kept more than one, the names it
+   kept: with ``filter_chosen_only``, the default, it keeps one), for ``pods``
    pods in turn, each bound to the node scored highest before the next (so
    the cluster fills as it would); the figure is the time of the two calls
    together, each from its request written to its answer read (wall clock; the
@@ -15,8 +16,8 @@ Per repetition, in one process: an extender with an in-memory API server
    time the process spent on them (caller and extender both; and the extender's part
    alone: the process less the caller's thread);
 2. binds: on a fresh cluster, ``pods`` pods bound by ``bind_threads`` callers at once (nodes
-   round-robin), through the whole bind path (the decision, the annotation
-   PATCH and the Binding POST on the in-memory API); the figure is pods bound
+   round-robin), through the whole bind path (the decision and the Binding
+   POST, which carries the assignment, on the in-memory API); the figure is pods bound
    per second of wall time.
 
 Figures are medians over the repetitions (p50/p99 within each).
@@ -179,17 +180,16 @@ def _pair_ms(
     body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": names}).encode()
     raw, wire = caller.exchange("/filter", body)
     kept = json.loads(raw)["NodeNames"] or []
-    scores: list[dict[str, Any]] = []
-    if kept:
+    best = kept[0] if len(kept) == 1 else None
+    if len(kept) > 1:  # kube-scheduler prioritizes only when more than one node is left
         body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": kept}).encode()
         raw, took = caller.exchange("/prioritize", body)
         wire += took
-        scores = json.loads(raw)
+        best = max(json.loads(raw), key=lambda h: h["Score"])["Host"]
     elapsed = (time.perf_counter() - t0) * 1000.0
     cpu = (time.process_time() - c0) * 1000.0
     extender_cpu = cpu - (time.thread_time() - own0) * 1000.0  # less the caller's own thread
-    if scores:
-        best = max(scores, key=lambda h: h["Score"])["Host"]
+    if best is not None:
         meta = pod["metadata"]
         caller.post(
             "/bind",

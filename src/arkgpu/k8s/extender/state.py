@@ -247,10 +247,6 @@ class ClusterView:
         for info in fresh.values():
             self.pod_seen(info)
 
-    def saw_version(self, uid: str, resource_version: str) -> None:
-        """The extender wrote the pod and got this version back."""
-        self._stale(uid, resource_version)
-
     def _stale(self, uid: str, resource_version: str) -> bool:
         version = _version(resource_version)
         if version is None:
@@ -332,9 +328,10 @@ class ClusterView:
 
     # -- filter ------------------------------------------------------------------------
 
-    def verdicts(self, info: PodInfo, names: Sequence[str]) -> Verdicts:
+    def verdicts(self, info: PodInfo, names: Sequence[str], reasons: bool = True) -> Verdicts:
         """Per candidate: fits with the policy's score, or why not (ContractError: the pod
-        breaks the contract, no node would do)."""
+        breaks the contract, no node would do); without ``reasons``, the policy's reasons
+        for the nodes that do not fit only when none fits (:func:`rank_group`)."""
         out = Verdicts(list(names))
         placed = self.placed.get(info.uid)
         if placed is not None and placed.stays and not placed.writing:
@@ -362,7 +359,7 @@ class ClusterView:
                 if info.uid not in self._arrived:
                     self._arrived.add(info.uid)
                     self.scheduler.arrived(pod)
-                rank_group(self.scheduler, pod, members, self.index, out)
+                rank_group(self.scheduler, pod, members, self.index, out, reasons)
         return out
 
     @contextmanager

@@ -41,6 +41,17 @@ class Verdicts:
         left = set(names).difference(self.fits, self.failed, self.unknown)
         return not left
 
+    def best(self, names: Sequence[str]) -> str | None:
+        """The policy's node among ``names``: the highest score, the earliest of equal ones
+        (the node :meth:`scores` gives 10); None when none fits."""
+        fits = self.fits
+        best, top = None, -np.inf
+        for name in names:
+            score = fits.get(name)
+            if score is not None and score > top:
+                best, top = name, score
+        return best
+
     def scores(self) -> dict[str, int]:
         """0..10 per candidate: 10 for the policy's best (the earliest of equal scores), the
         other fitting nodes 0..9 by score, 0 where the pod does not fit."""
@@ -66,10 +77,16 @@ def _scale(order: list[str], fits: dict[str, float]) -> dict[str, int]:
 
 
 def rank_group(
-    scheduler: Scheduler, pod: Pod, names: Sequence[str], rows: Mapping[str, int], into: Verdicts
+    scheduler: Scheduler,
+    pod: Pod,
+    names: Sequence[str],
+    rows: Mapping[str, int],
+    into: Verdicts,
+    reasons: bool = True,
 ) -> None:
     """The policy's verdicts for ``pod`` on ``names`` (all in the scheduler's state, at the
-    rows ``rows`` gives)."""
+    rows ``rows`` gives); without ``reasons``, the nodes that do not fit are left out when
+    some node fits (a filter that answers with the chosen node alone shows no reason)."""
     if pod.lc is not None and scheduler.lc_check is not None:
         for v in scheduler.filter_and_score(pod, names):
             if v.fits:
@@ -83,9 +100,9 @@ def rank_group(
     nodes = state.nodes
     fitting = ranking.nodes.tolist()
     into.fits.update(zip((nodes[i].name for i in fitting), ranking.scores.tolist(), strict=True))
-    if len(fitting) < len(names):
+    if len(fitting) < len(names) and (reasons or not fitting):
         fits = into.fits
         unfit = [(n, i) for n, i in zip(names, index.tolist(), strict=True) if n not in fits]
         rows_unfit = np.fromiter((i for _, i in unfit), dtype=np.int64, count=len(unfit))
-        reasons = ranking.reasons(rows_unfit)
-        into.failed.update(zip((name for name, _ in unfit), reasons, strict=True))
+        why = ranking.reasons(rows_unfit)
+        into.failed.update(zip((name for name, _ in unfit), why, strict=True))
