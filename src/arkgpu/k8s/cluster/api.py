@@ -51,7 +51,8 @@ class ClusterApi(Protocol):
     """Lists, watches, a pod read, an annotation patch and the Binding."""
 
     def list(self, resource: str) -> Listed:
-        """Every object of ``resource`` (``nodes`` or ``pods``, all namespaces)."""
+        """Every object of ``resource`` (``nodes``, ``pods`` or ``resourceclaims``, all
+        namespaces)."""
         ...
 
     def watch(self, resource: str, resource_version: str, timeout_s: float) -> Iterator[WatchEvent]:

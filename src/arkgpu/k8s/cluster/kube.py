@@ -68,6 +68,7 @@ class KubeApi:
 
     def __init__(self, api_client: client.ApiClient) -> None:
         self.core = client.CoreV1Api(api_client)
+        self.resource = client.ResourceV1Api(api_client)
 
     def _json(self, method: Any, *args: Any, **kwargs: Any) -> Json:
         try:
@@ -84,6 +85,8 @@ class KubeApi:
             return self.core.list_node
         if resource == "pods":
             return self.core.list_pod_for_all_namespaces
+        if resource == "resourceclaims":
+            return self.resource.list_resource_claim_for_all_namespaces
         raise ValueError(f"unknown resource {resource!r}")
 
     def list(self, resource: str) -> Listed:
