@@ -13,6 +13,12 @@ and writes these configurations to files. Two phases are compared:
   HAMi's resources: fractional GPUs (``gpucores`` + ``gpumem``) and whole ones.
 - ``null`` (on request): as ``extender``, with ``bench_null_extender``, which
   decides nothing, in its place: the cost of the extender protocol alone.
+- ``hami`` (on request, with ``--hami-scheduler BIN``): HAMi's scheduler extender
+  (built from its public source, never part of the project), with its chart's
+  extender configuration (filter and bind, ``nodeCacheCapable``, HAMi's resources
+  managed and ignored), the same pods as ``extender``, its node annotations as its
+  device plugin writes them, and its node lock set to expire at once
+  (docs/studies/scheduling-path.md says why and what else is made equal).
 """
 
 from __future__ import annotations
@@ -20,14 +26,15 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from arkgpu.k8s import contract
 
-PHASES = ("stock", "null", "extender")
+PHASES = ("stock", "null", "extender", "hami")
 """The ways a pod is scheduled, in the order each round runs them."""
-EXTENDED = ("null", "extender")
+EXTENDED = ("null", "extender", "hami")
 """Phases whose kube-scheduler calls an extender."""
 MODES = ("live", "backlog", "steady")
 """``live``: the scheduler runs while the pods are created as fast as the client goes (first
@@ -38,6 +45,23 @@ STOCK_SCHEDULER = "arkgpu-bench-stock"
 """Profile name of kube-scheduler alone (the default plugins under another name)."""
 NULL_SCHEDULER = "arkgpu-bench-null"
 """Profile name of the ``null`` phase (its own, so that no ArkGPU scheduler takes its pods)."""
+HAMI_SCHEDULER = "hami-scheduler"
+"""Profile name of the ``hami`` phase (HAMi's chart default ``schedulerName``)."""
+HAMI_REGISTER = "hami.io/node-nvidia-register"
+"""HAMi's device plugin publishes a node's GPUs here (a JSON list of its DeviceInfo)."""
+HAMI_HANDSHAKE = "hami.io/node-handshake"
+"""HAMi's device plugin answers the scheduler's health handshake here."""
+HAMI_MANAGED = (
+    "nvidia.com/gpu",
+    "nvidia.com/gpumem",
+    "nvidia.com/gpucores",
+    "nvidia.com/gpumem-percentage",
+    "nvidia.com/priority",
+)
+"""HAMi's chart's NVIDIA ``managedResources`` (all ``ignoredByScheduler``)."""
+HAMI_LOCK_EXPIRY = "1ms"
+"""HAMi's node lock (taken by its bind, released by its device plugin, absent here)
+expires at once, else every node takes one pod per 5 minutes."""
 BENCH_LABEL = "bench.arkgpu.io/run"
 """Label on the benchmark's nodes; its pods select it, so they land on no other node."""
 GPU_MODEL = "NVIDIA H100 80GB HBM3"
@@ -84,6 +108,8 @@ class BenchSettings:
     """Seconds a phase may take to see every pod bound before it fails."""
     extender_settings: tuple[str, ...] = ()
     """Extra ``key = value`` TOML lines for the extender's config file."""
+    hami_scheduler: str = ""
+    """HAMi's scheduler binary for the ``hami`` phase ("" : no such phase)."""
 
 
 def prioritizes(settings: BenchSettings, phase: str) -> bool:
@@ -108,6 +134,25 @@ def inventory(node: str, gpus: int) -> str:
         for i in range(gpus)
     )
     return contract.NodeInventory(gpus=items, updated="2026-12-04T00:00:00Z").to_json()
+
+
+def hami_annotations(node: str, settings: BenchSettings, reported: str) -> dict[str, str]:
+    """HAMi's register and handshake annotations of ``node`` as its device plugin writes them
+    (the same GPUs as :func:`inventory`; ``reported``: the handshake's time)."""
+    devices = [
+        {
+            "id": f"GPU-{node}-{i:02d}",
+            "index": i,
+            "count": settings.split_count,
+            "devmem": GPU_MEMORY_MIB,
+            "devcore": 100,
+            "type": GPU_MODEL,
+            "mode": "hami-core",
+            "health": True,
+        }
+        for i in range(settings.gpus_per_node)
+    ]
+    return {HAMI_REGISTER: json.dumps(devices), HAMI_HANDSHAKE: f"Reported_{reported}"}
 
 
 def node_resources(settings: BenchSettings) -> dict[str, str]:
@@ -152,8 +197,23 @@ def pod_body(name: str, scheduler: str, limits: dict[str, str], run: str) -> dic
 
 def scheduler_name(phase: str) -> str:
     """The profile (and pods' ``schedulerName``) of ``phase``."""
-    names = {"stock": STOCK_SCHEDULER, "null": NULL_SCHEDULER}
+    names = {"stock": STOCK_SCHEDULER, "null": NULL_SCHEDULER, "hami": HAMI_SCHEDULER}
     return names.get(phase, contract.SCHEDULER_NAME)
+
+
+def hami_entry(url: str) -> dict[str, Any]:
+    """HAMi's chart's ``extenders`` item (its ``admissionWebhook.enabled: false`` form: plain
+    HTTP, as ArkGPU's phase runs)."""
+    return {
+        "urlPrefix": url,
+        "filterVerb": "filter",
+        "bindVerb": "bind",
+        "enableHTTPS": False,
+        "nodeCacheCapable": True,
+        "weight": 1,
+        "httpTimeout": "30s",
+        "managedResources": [{"name": n, "ignoredByScheduler": True} for n in HAMI_MANAGED],
+    }
 
 
 def extender_entry(url: str, prioritize: bool = False) -> dict[str, Any]:
@@ -203,7 +263,8 @@ def scheduler_config(
     if phase in EXTENDED:
         if extender_url is None:
             raise ValueError("the extender phase needs the extender's URL")
-        config["extenders"] = [extender_entry(extender_url, prioritize)]
+        entry = hami_entry if phase == "hami" else partial(extender_entry, prioritize=prioritize)
+        config["extenders"] = [entry(extender_url)]
     return config
 
 

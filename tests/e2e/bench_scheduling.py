@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--phases",
         type=_choices(cfg.PHASES),
         default=d.phases,
-        help="stock,null,extender (default stock,extender)",
+        help="stock,null,extender,hami (default stock,extender)",
     )
     add(
         "--modes",
@@ -102,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--steady-rate", type=_rate, default=d.steady_rate, help="pods/s (default 50)")
     add("--extender-setting", action="append", default=[], metavar="'KEY = VALUE'")
+    add("--hami-scheduler", type=Path, metavar="BIN", help="HAMi's scheduler (the hami phase)")
     add("--json", type=Path, metavar="OUT", help="write the report here")
     add("--workdir", type=Path, help="certificates, logs, configs (default: a new temp dir)")
     return parser
@@ -122,6 +123,7 @@ def settings_from(args: argparse.Namespace) -> cfg.BenchSettings:
         phases=args.phases,
         client_qps=args.client_qps,
         extender_settings=tuple(args.extender_setting),
+        hami_scheduler=str(args.hami_scheduler or ""),
     )
 
 
@@ -176,7 +178,12 @@ def print_summary(summary: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Runs the benchmark; 0, or 1 with one line when the control plane or a phase fails."""
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if ("hami" in args.phases) != (args.hami_scheduler is not None):
+        parser.error("--phases hami and --hami-scheduler BIN go together")
+    if args.hami_scheduler is not None and not os.access(args.hami_scheduler, os.X_OK):
+        parser.error(f"--hami-scheduler: {args.hami_scheduler}: not an executable file")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="arkgpu-bench-"))
     _progress(f"work directory (logs, configs): {workdir}")
     try:

@@ -174,7 +174,8 @@ class PhaseResult:
     nodes_used: int
     """Distinct nodes the pods went to."""
     cpu_ms_per_pod: dict[str, float]
-    """``scheduler`` (and ``extender``): CPU time (user + system) per pod, milliseconds."""
+    """``scheduler`` (and ``extender``), ``apiserver``, ``etcd``: CPU time (user + system)
+    per pod, milliseconds."""
     assigned: int
     """Pods bound with ArkGPU's assignment annotation (extender phase: every pod)."""
     overcommitted_gpus: int
