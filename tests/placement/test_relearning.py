@@ -38,3 +38,19 @@ def test_a_result_from_before_nodes_joined_is_not_installed_after_them() -> None
         ranking = policy.rank(state, _share(100 + i), rng, np.arange(6), 0.0)
         assert sorted(ranking.nodes.tolist()) == list(range(6))
     assert policy.choose(state, _share(9), rng) is not None
+
+
+def test_first_of_equal_matches_its_definition() -> None:
+    """The slot-by-slot pass keeps exactly the fitting slots with no earlier fitting slot of
+    the same milli left (the [node, slot, slot] definition), on random states."""
+    from arkgpu.placement.fgd import first_of_equal  # noqa: PLC0415
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n, g = int(rng.integers(1, 40)), int(rng.integers(1, 10))
+        left = rng.choice([0, 100, 250, 500, 1000], size=(n, g)).astype(np.int64)
+        fits = rng.random((n, g)) < 0.7
+        same = (left[:, :, None] == left[:, None, :]) & fits[:, None, :]
+        earlier = np.tril(np.ones((g, g), dtype=np.bool_), k=-1)
+        expected = fits & ~(same & earlier[None]).any(axis=2)
+        assert np.array_equal(first_of_equal(left, fits), expected)
