@@ -34,6 +34,10 @@ with urllib3's default of 10 each bind past the tenth opened and dropped a TLS c
 ("Connection pool is full" in the log, up to 446 times per 1,000 pods)."""
 
 
+RAW_EVENTS = "raw JSON"
+"""What the watch helper is told it returns: nothing is deserialised into a model."""
+
+
 def load_client(kubeconfig: Path | None) -> client.ApiClient:
     """A client of the kubeconfig given, or of the pod's service account when None.
 
@@ -95,7 +99,9 @@ class KubeApi:
         return Listed(list(items), str(data.get("metadata", {}).get("resourceVersion", "")))
 
     def watch(self, resource: str, resource_version: str, timeout_s: float) -> Iterator[WatchEvent]:
-        stream = watch.Watch()
+        # Events are read as JSON (deserialize=False): a return type given here spares the
+        # client its model look-up, which fails for resource.k8s.io/v1 (no V1ResourceClaim).
+        stream = watch.Watch(return_type=RAW_EVENTS)
         try:
             for event in stream.stream(
                 self._lister(resource),
