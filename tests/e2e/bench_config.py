@@ -201,6 +201,33 @@ def scheduler_name(phase: str) -> str:
     return names.get(phase, contract.SCHEDULER_NAME)
 
 
+def hami_device_config(settings: BenchSettings) -> dict[str, Any]:
+    """HAMi's device configuration as its chart renders it with its default values (the
+    ``nvidia`` section; JSON, which every YAML reader takes)."""
+    return {
+        "nvidia": {
+            "resourceCountName": "nvidia.com/gpu",
+            "resourceMemoryName": "nvidia.com/gpumem",
+            "resourceMemoryPercentageName": "nvidia.com/gpumem-percentage",
+            "resourceCoreName": "nvidia.com/gpucores",
+            "resourcePriorityName": "nvidia.com/priority",
+            "overwriteEnv": False,
+            "defaultMemory": 0,
+            "defaultCores": 0,
+            "defaultGPUNum": 1,
+            "preConfiguredDeviceMemory": 0,
+            "memoryFactor": 1,
+            "deviceSplitCount": settings.split_count,
+            "deviceMemoryScaling": 1,
+            "deviceCoreScaling": 1,
+            "enableNumaTopology": False,
+            "gpuCorePolicy": "default",
+            "libCudaLogLevel": 1,
+            "runtimeClassName": "",
+        }
+    }
+
+
 def hami_entry(url: str) -> dict[str, Any]:
     """HAMi's chart's ``extenders`` item (its ``admissionWebhook.enabled: false`` form: plain
     HTTP, as ArkGPU's phase runs)."""

@@ -97,10 +97,12 @@ def _hami(settings: cfg.BenchSettings) -> bool:
 
 
 def hami_argv(bench: Bench, port: int) -> list[str]:
-    """HAMi's scheduler extender as its chart starts it (plain HTTP, no leader election),
-    on the admin kubeconfig, its node lock expiring at once and its API client's rate
-    limit that of the phases' kube-scheduler (``client_qps``)."""
+    """HAMi's scheduler extender as its chart starts it (plain HTTP, no leader election, its
+    chart's device configuration), on the admin kubeconfig, its node lock expiring at once
+    and its API client's rate limit that of the phases' kube-scheduler (``client_qps``)."""
     qps = bench.settings.client_qps
+    devices = bench.plane.workdir / "hami-device-config.yaml"
+    devices.write_text(json.dumps(cfg.hami_device_config(bench.settings), indent=2))
     return [
         "env",
         f"KUBECONFIG={bench.plane.admin_kubeconfig}",
@@ -108,6 +110,7 @@ def hami_argv(bench: Bench, port: int) -> list[str]:
         bench.settings.hami_scheduler,
         f"--http_bind=127.0.0.1:{port}",
         f"--scheduler-name={cfg.HAMI_SCHEDULER}",
+        f"--device-config-file={devices}",
         f"--metrics-bind-address=127.0.0.1:{free_port()}",
         "--leader-elect=false",
         f"--node-lock-timeout={cfg.HAMI_LOCK_EXPIRY}",
