@@ -13,6 +13,12 @@ and writes these configurations to files. Two phases are compared:
   HAMi's resources: fractional GPUs (``gpucores`` + ``gpumem``) and whole ones.
 - ``null`` (on request): as ``extender``, with ``bench_null_extender``, which
   decides nothing, in its place: the cost of the extender protocol alone.
+- ``hami`` (on request, with ``--hami-scheduler BIN``): HAMi's scheduler extender
+  (built from its public source, never part of the project), with its chart's
+  extender configuration (filter and bind, ``nodeCacheCapable``, HAMi's resources
+  managed and ignored), the same pods as ``extender``, its node annotations as its
+  device plugin writes them, and its node lock set to expire at once
+  (docs/studies/scheduling-path.md says why and what else is made equal).
 """
 
 from __future__ import annotations
@@ -20,22 +26,42 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from arkgpu.k8s import contract
 
-PHASES = ("stock", "null", "extender")
+PHASES = ("stock", "null", "extender", "hami")
 """The ways a pod is scheduled, in the order each round runs them."""
-EXTENDED = ("null", "extender")
+EXTENDED = ("null", "extender", "hami")
 """Phases whose kube-scheduler calls an extender."""
-MODES = ("live", "backlog")
-"""``live``: the scheduler runs while the pods are created (first create to last bind).
-``backlog``: every pod is created first, then the scheduler starts (first to last bind)."""
+MODES = ("live", "backlog", "steady")
+"""``live``: the scheduler runs while the pods are created as fast as the client goes (first
+create to last bind). ``backlog``: every pod is created first, then the scheduler starts
+(first to last bind). ``steady``: the scheduler runs while the pods are created at
+``steady_rate`` pods/s; its figure is the create-to-bound latency."""
 STOCK_SCHEDULER = "arkgpu-bench-stock"
 """Profile name of kube-scheduler alone (the default plugins under another name)."""
 NULL_SCHEDULER = "arkgpu-bench-null"
 """Profile name of the ``null`` phase (its own, so that no ArkGPU scheduler takes its pods)."""
+HAMI_SCHEDULER = "hami-scheduler"
+"""Profile name of the ``hami`` phase (HAMi's chart default ``schedulerName``)."""
+HAMI_REGISTER = "hami.io/node-nvidia-register"
+"""HAMi's device plugin publishes a node's GPUs here (a JSON list of its DeviceInfo)."""
+HAMI_HANDSHAKE = "hami.io/node-handshake"
+"""HAMi's device plugin answers the scheduler's health handshake here."""
+HAMI_MANAGED = (
+    "nvidia.com/gpu",
+    "nvidia.com/gpumem",
+    "nvidia.com/gpucores",
+    "nvidia.com/gpumem-percentage",
+    "nvidia.com/priority",
+)
+"""HAMi's chart's NVIDIA ``managedResources`` (all ``ignoredByScheduler``)."""
+HAMI_LOCK_EXPIRY = "1ms"
+"""HAMi's node lock (taken by its bind, released by its device plugin, absent here)
+expires at once, else every node takes one pod per 5 minutes."""
 BENCH_LABEL = "bench.arkgpu.io/run"
 """Label on the benchmark's nodes; its pods select it, so they land on no other node."""
 GPU_MODEL = "NVIDIA H100 80GB HBM3"
@@ -69,6 +95,9 @@ class BenchSettings:
     """Client threads creating nodes and pods (requests in flight at once)."""
     modes: tuple[str, ...] = MODES
     """Which of ``MODES`` to measure."""
+    steady_rate: float = 50.0
+    """Pods created per second in the ``steady`` mode (default 50: under what every phase
+    sustains on the 2-core machine, so the latency is the path's, not a queue's)."""
     phases: tuple[str, ...] = ("stock", "extender")
     """Which of ``PHASES`` to measure (``stock`` alone when the extender is not there)."""
     client_qps: int = 5000
@@ -79,6 +108,18 @@ class BenchSettings:
     """Seconds a phase may take to see every pod bound before it fails."""
     extender_settings: tuple[str, ...] = ()
     """Extra ``key = value`` TOML lines for the extender's config file."""
+    hami_scheduler: str = ""
+    """HAMi's scheduler binary for the ``hami`` phase ("" : no such phase)."""
+
+
+def prioritizes(settings: BenchSettings, phase: str) -> bool:
+    """Whether ``phase``'s kube-scheduler calls prioritize: the null extender (it keeps every
+    node), and ArkGPU's when its filter keeps every fitting node (``filter_chosen_only``
+    false among the extender settings)."""
+    if phase == "null":
+        return True
+    lines = [s.replace(" ", "").lower() for s in settings.extender_settings]
+    return "filter_chosen_only=false" in lines
 
 
 def inventory(node: str, gpus: int) -> str:
@@ -93,6 +134,25 @@ def inventory(node: str, gpus: int) -> str:
         for i in range(gpus)
     )
     return contract.NodeInventory(gpus=items, updated="2026-12-04T00:00:00Z").to_json()
+
+
+def hami_annotations(node: str, settings: BenchSettings, reported: str) -> dict[str, str]:
+    """HAMi's register and handshake annotations of ``node`` as its device plugin writes them
+    (the same GPUs as :func:`inventory`; ``reported``: the handshake's time)."""
+    devices = [
+        {
+            "id": f"GPU-{node}-{i:02d}",
+            "index": i,
+            "count": settings.split_count,
+            "devmem": GPU_MEMORY_MIB,
+            "devcore": 100,
+            "type": GPU_MODEL,
+            "mode": "hami-core",
+            "health": True,
+        }
+        for i in range(settings.gpus_per_node)
+    ]
+    return {HAMI_REGISTER: json.dumps(devices), HAMI_HANDSHAKE: f"Reported_{reported}"}
 
 
 def node_resources(settings: BenchSettings) -> dict[str, str]:
@@ -137,16 +197,60 @@ def pod_body(name: str, scheduler: str, limits: dict[str, str], run: str) -> dic
 
 def scheduler_name(phase: str) -> str:
     """The profile (and pods' ``schedulerName``) of ``phase``."""
-    names = {"stock": STOCK_SCHEDULER, "null": NULL_SCHEDULER}
+    names = {"stock": STOCK_SCHEDULER, "null": NULL_SCHEDULER, "hami": HAMI_SCHEDULER}
     return names.get(phase, contract.SCHEDULER_NAME)
 
 
-def extender_entry(url: str) -> dict[str, Any]:
-    """The ``extenders`` item of KubeSchedulerConfiguration v1 for ArkGPU's extender."""
+def hami_device_config(settings: BenchSettings) -> dict[str, Any]:
+    """HAMi's device configuration as its chart renders it with its default values (the
+    ``nvidia`` section; JSON, which every YAML reader takes)."""
+    return {
+        "nvidia": {
+            "resourceCountName": "nvidia.com/gpu",
+            "resourceMemoryName": "nvidia.com/gpumem",
+            "resourceMemoryPercentageName": "nvidia.com/gpumem-percentage",
+            "resourceCoreName": "nvidia.com/gpucores",
+            "resourcePriorityName": "nvidia.com/priority",
+            "overwriteEnv": False,
+            "defaultMemory": 0,
+            "defaultCores": 0,
+            "defaultGPUNum": 1,
+            "preConfiguredDeviceMemory": 0,
+            "memoryFactor": 1,
+            "deviceSplitCount": settings.split_count,
+            "deviceMemoryScaling": 1,
+            "deviceCoreScaling": 1,
+            "enableNumaTopology": False,
+            "gpuCorePolicy": "default",
+            "libCudaLogLevel": 1,
+            "runtimeClassName": "",
+        }
+    }
+
+
+def hami_entry(url: str) -> dict[str, Any]:
+    """HAMi's chart's ``extenders`` item (its ``admissionWebhook.enabled: false`` form: plain
+    HTTP, as ArkGPU's phase runs)."""
     return {
         "urlPrefix": url,
         "filterVerb": "filter",
-        "prioritizeVerb": "prioritize",
+        "bindVerb": "bind",
+        "enableHTTPS": False,
+        "nodeCacheCapable": True,
+        "weight": 1,
+        "httpTimeout": "30s",
+        "managedResources": [{"name": n, "ignoredByScheduler": True} for n in HAMI_MANAGED],
+    }
+
+
+def extender_entry(url: str, prioritize: bool = False) -> dict[str, Any]:
+    """The ``extenders`` item of KubeSchedulerConfiguration v1 for ArkGPU's extender: no
+    ``prioritizeVerb`` unless ``prioritize`` (the extender's filter keeps one node, so
+    kube-scheduler would never call it; the null extender keeps them all and scores them)."""
+    return {
+        "urlPrefix": url,
+        "filterVerb": "filter",
+        "prioritizeVerb": "prioritize" if prioritize else "",
         "bindVerb": "bind",
         "weight": 1,
         "enableHTTPS": url.startswith("https:"),
@@ -160,9 +264,14 @@ def extender_entry(url: str) -> dict[str, Any]:
 
 
 def scheduler_config(
-    kubeconfig: Path, phase: str, client_qps: int, extender_url: str | None
+    kubeconfig: Path,
+    phase: str,
+    client_qps: int,
+    extender_url: str | None,
+    prioritize: bool = False,
 ) -> dict[str, Any]:
-    """KubeSchedulerConfiguration v1 of ``phase`` (JSON, which every YAML reader takes).
+    """KubeSchedulerConfiguration v1 of ``phase`` (JSON, which every YAML reader takes);
+    ``prioritize``: the extender's prioritize verb is configured.
 
     Extenders apply to every profile of a scheduler, so each phase runs its own
     kube-scheduler with one profile.
@@ -181,7 +290,8 @@ def scheduler_config(
     if phase in EXTENDED:
         if extender_url is None:
             raise ValueError("the extender phase needs the extender's URL")
-        config["extenders"] = [extender_entry(extender_url)]
+        entry = hami_entry if phase == "hami" else partial(extender_entry, prioritize=prioritize)
+        config["extenders"] = [entry(extender_url)]
     return config
 
 

@@ -33,6 +33,9 @@ from .controlplane import ControlPlane, free_port, running_scheduler
 
 EXTENDER_READY_TIMEOUT_S = 300.0
 """Seconds the extender may take to list 1,000 nodes and answer ``/readyz`` (loaded box)."""
+HAMI_SETTLE_S = 10.0
+"""Seconds HAMi's extender is given after ``/healthz`` to list the nodes before kube-scheduler
+starts (it has no readiness of its own; ArkGPU's ``/readyz`` waits for its first lists)."""
 CLEANUP_TIMEOUT_S = 300.0
 """Seconds the deletion of a phase's pods may take."""
 
@@ -73,20 +76,53 @@ def create_bench_nodes(bench: Bench) -> float:
     settings = bench.settings
     resources = cfg.node_resources(settings)
     labels = cfg.node_labels(bench.run)
+    reported = time.strftime("%Y-%m-%d %H:%M:%S")
     bodies = [
         api_nodes.node_body(
             name,
             resources,
             labels,
-            {contract.ANNOTATION_INVENTORY: cfg.inventory(name, settings.gpus_per_node)},
+            {
+                contract.ANNOTATION_INVENTORY: cfg.inventory(name, settings.gpus_per_node),
+                **(cfg.hami_annotations(name, settings, reported) if _hami(settings) else {}),
+            },
         )
         for name in (f"bench-{bench.run}-{i:05d}" for i in range(settings.nodes))
     ]
     return api_nodes.create_nodes(bench.api, bodies, settings.workers)
 
 
+def _hami(settings: cfg.BenchSettings) -> bool:
+    return "hami" in settings.phases
+
+
+def hami_argv(bench: Bench, port: int) -> list[str]:
+    """HAMi's scheduler extender as its chart starts it (plain HTTP, no leader election, its
+    chart's device configuration), on the admin kubeconfig, its node lock expiring at once
+    and its API client's rate limit that of the phases' kube-scheduler (``client_qps``)."""
+    qps = bench.settings.client_qps
+    devices = bench.plane.workdir / "hami-device-config.yaml"
+    devices.write_text(json.dumps(cfg.hami_device_config(bench.settings), indent=2))
+    return [
+        "env",
+        f"KUBECONFIG={bench.plane.admin_kubeconfig}",
+        f"HAMI_NODELOCK_EXPIRE={cfg.HAMI_LOCK_EXPIRY}",
+        bench.settings.hami_scheduler,
+        f"--http_bind=127.0.0.1:{port}",
+        f"--scheduler-name={cfg.HAMI_SCHEDULER}",
+        f"--device-config-file={devices}",
+        f"--metrics-bind-address=127.0.0.1:{free_port()}",
+        "--leader-elect=false",
+        f"--node-lock-timeout={cfg.HAMI_LOCK_EXPIRY}",
+        f"--kube-qps={qps}",
+        f"--kube-burst={qps}",
+    ]
+
+
 def extender_argv(bench: Bench, phase: str, port: int) -> list[str]:
-    """The command line of ``phase``'s extender: ArkGPU's, or the null one."""
+    """The command line of ``phase``'s extender: ArkGPU's, the null one or HAMi's."""
+    if phase == "hami":
+        return hami_argv(bench, port)
     kubeconfig = bench.plane.admin_kubeconfig
     if phase == "null":
         null = ["-m", "tests.e2e.bench_null_extender", f"--kubeconfig={kubeconfig}"]
@@ -103,10 +139,12 @@ def start_extender(bench: Bench, phase: str, stack: ExitStack) -> tuple[str, int
     child = processes.start(f"{phase}-{port}", argv, bench.plane.workdir / "logs")
     stack.callback(processes.stop, child, 15.0)
     url = f"http://127.0.0.1:{port}"
-    ready = f"{url}/readyz"
+    ready = f"{url}/healthz" if phase == "hami" else f"{url}/readyz"
     processes.wait_until(
         child, lambda: processes.http_ok(ready, None), "/readyz", EXTENDER_READY_TIMEOUT_S
     )
+    if phase == "hami":  # its /readyz says nothing of its node cache: give it time to fill
+        time.sleep(HAMI_SETTLE_S)
     return url, child.popen.pid
 
 
@@ -117,7 +155,8 @@ class Started:
     ready: float
     """When the scheduler answered (monotonic s)."""
     pids: dict[str, int]
-    """``scheduler`` (and ``extender``) -> process id, for their CPU time."""
+    """``scheduler`` (and ``extender``), ``apiserver``, ``etcd`` -> process id, for their CPU
+    time."""
 
 
 def start_scheduler(bench: Bench, phase: str, stack: ExitStack) -> Started:
@@ -127,8 +166,13 @@ def start_scheduler(bench: Bench, phase: str, stack: ExitStack) -> Started:
     if phase in cfg.EXTENDED:
         url, pids["extender"] = start_extender(bench, phase, stack)
     workdir = bench.plane.workdir
+    settings = bench.settings
     config = cfg.scheduler_config(
-        workdir / "scheduler.kubeconfig", phase, bench.settings.client_qps, url
+        workdir / "scheduler.kubeconfig",
+        phase,
+        settings.client_qps,
+        url,
+        cfg.prioritizes(settings, phase),
     )
     path = workdir / f"scheduler-{phase}.json"
     path.write_text(json.dumps(config, indent=2))
@@ -136,7 +180,24 @@ def start_scheduler(bench: Bench, phase: str, stack: ExitStack) -> Started:
     log = f"scheduler-{phase}"
     child = stack.enter_context(running_scheduler(bench.plane, bench.bin_dir, args, log))
     pids["scheduler"] = child.popen.pid
+    pids.update(control_plane_pids())
     return Started(time.monotonic(), pids)
+
+
+def control_plane_pids() -> dict[str, int]:
+    """``apiserver`` and ``etcd``: this process's children running them (their CPU per pod
+    is the cost of the API writes and watches each phase makes)."""
+    found = {}
+    for tasks in Path("/proc/self/task").iterdir():
+        for pid in (tasks / "children").read_text().split():
+            try:
+                argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+            except OSError:
+                continue
+            name = Path(argv0.decode(errors="replace")).name
+            if name in ("kube-apiserver", "etcd"):
+                found["apiserver" if name == "kube-apiserver" else "etcd"] = int(pid)
+    return found
 
 
 def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
@@ -171,20 +232,22 @@ def warm_up(bench: Bench, phase: str) -> None:
 
 
 def run_phase(bench: Bench, phase: str, mode: str, round_: int) -> PhaseResult:
-    """One measured phase: scheduler up, pods created at once, all bound; then cleaned up.
+    """One measured phase: scheduler up, pods created (at once, or at the steady rate), all
+    bound; then cleaned up.
 
-    CPU per pod counts from the scheduler's readiness (live: after the warm-up pod;
-    backlog: with the pods already there) until the last bind.
+    CPU per pod counts from the scheduler's readiness (live and steady: after the warm-up
+    pod; backlog: with the pods already there) until the last bind.
     """
     settings = bench.settings
     bodies = pod_bodies(bench, phase, f"{phase}-r{round_}", settings.pods)
+    rate = settings.steady_rate if mode == "steady" else 0.0
     with ExitStack() as stack:
-        if mode == "live":
+        if mode != "backlog":
             started = start_scheduler(bench, phase, stack)
             warm_up(bench, phase)
             cpu = cpu_seconds(started.pids)
         watch = stack.enter_context(watching_binds(bench.api, bench.namespace))
-        sent = api_nodes.create_pods(bench.api, bench.namespace, bodies, settings.workers)
+        sent = api_nodes.create_pods(bench.api, bench.namespace, bodies, settings.workers, rate)
         if mode == "backlog":
             started = start_scheduler(bench, phase, stack)
             cpu = cpu_seconds(started.pids)
@@ -260,9 +323,27 @@ def run_benchmark(
             k8s.CoreV1Api(api).delete_collection_node(
                 label_selector=f"{cfg.BENCH_LABEL}={run}", _preload_content=False
             )
+    summary = summarise(results)
     return {
         "settings": asdict(settings),
         "setup": {"nodes_s": nodes_s, "nodes_per_s": settings.nodes / nodes_s},
+        **headline(summary),
         "results": [asdict(r) for r in results],
-        "summary": summarise(results),
+        "summary": summary,
     }
+
+
+def headline(summary: dict[str, Any]) -> dict[str, float]:
+    """The issue's figures, where measured: ``extender_over_alone_backlog`` (ArkGPU's
+    scheduling rate from a backlog over kube-scheduler alone's, the median of the rounds'
+    own ratios), the same for ``live``, and ``extender_steady_p99_ms`` (create to bound at
+    the steady rate, median of rounds)."""
+    out = {}
+    for mode in ("backlog", "live"):
+        ratio = summary.get(mode, {}).get("extender_median_round_ratio_pods_per_s")
+        if ratio is not None:
+            out[f"extender_over_alone_{mode}"] = ratio
+    steady = summary.get("steady", {}).get("extender")
+    if steady is not None:
+        out["extender_steady_p99_ms"] = steady["latency_p99_ms"]
+    return out

@@ -52,6 +52,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 10_000:
+        raise argparse.ArgumentTypeError(f"expected pods per second in (0, 10000], got {text!r}")
+    return value
+
+
 def _choices(allowed: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
     def parse(text: str) -> tuple[str, ...]:
         chosen = tuple(part.strip() for part in text.split(",") if part.strip())
@@ -82,10 +92,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--phases",
         type=_choices(cfg.PHASES),
         default=d.phases,
-        help="stock,null,extender (default stock,extender)",
+        help="stock,null,extender,hami (default stock,extender)",
     )
-    add("--modes", type=_choices(cfg.MODES), default=d.modes, help="live,backlog (default both)")
+    add(
+        "--modes",
+        type=_choices(cfg.MODES),
+        default=d.modes,
+        help="live,backlog,steady (default all three)",
+    )
+    add("--steady-rate", type=_rate, default=d.steady_rate, help="pods/s (default 50)")
     add("--extender-setting", action="append", default=[], metavar="'KEY = VALUE'")
+    add("--hami-scheduler", type=Path, metavar="BIN", help="HAMi's scheduler (the hami phase)")
     add("--json", type=Path, metavar="OUT", help="write the report here")
     add("--workdir", type=Path, help="certificates, logs, configs (default: a new temp dir)")
     return parser
@@ -102,9 +119,11 @@ def settings_from(args: argparse.Namespace) -> cfg.BenchSettings:
         whole_every=args.whole_every,
         workers=args.workers,
         modes=args.modes,
+        steady_rate=args.steady_rate,
         phases=args.phases,
         client_qps=args.client_qps,
         extender_settings=tuple(args.extender_setting),
+        hami_scheduler=str(args.hami_scheduler or ""),
     )
 
 
@@ -159,7 +178,12 @@ def print_summary(summary: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Runs the benchmark; 0, or 1 with one line when the control plane or a phase fails."""
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if ("hami" in args.phases) != (args.hami_scheduler is not None):
+        parser.error("--phases hami and --hami-scheduler BIN go together")
+    if args.hami_scheduler is not None and not os.access(args.hami_scheduler, os.X_OK):
+        parser.error(f"--hami-scheduler: {args.hami_scheduler}: not an executable file")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="arkgpu-bench-"))
     _progress(f"work directory (logs, configs): {workdir}")
     try:
@@ -168,6 +192,12 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"{PROG}: error: {str(exc).strip()}\n")
         return 1
     print_summary(report["summary"])
+    for key in ("extender_over_alone_backlog", "extender_over_alone_live"):
+        if key in report:
+            print(f"{key}: {report[key]:.3f}")
+    for key in ("extender_steady_p99_ms",):
+        if key in report:
+            print(f"{key}: {report[key]:.3f}")
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0

@@ -174,7 +174,8 @@ class PhaseResult:
     nodes_used: int
     """Distinct nodes the pods went to."""
     cpu_ms_per_pod: dict[str, float]
-    """``scheduler`` (and ``extender``): CPU time (user + system) per pod, milliseconds."""
+    """``scheduler`` (and ``extender``), ``apiserver``, ``etcd``: CPU time (user + system)
+    per pod, milliseconds."""
     assigned: int
     """Pods bound with ArkGPU's assignment annotation (extender phase: every pod)."""
     overcommitted_gpus: int
@@ -201,7 +202,7 @@ def phase_result(
         mode=mode,
         round=round_,
         pods=len(sent),
-        pods_per_s=len(sent) / (last_bind - first_sent) if mode == "live" else binds_per_s,
+        pods_per_s=len(sent) / (last_bind - first_sent) if mode != "backlog" else binds_per_s,
         binds_per_s=binds_per_s,
         creates_per_s=len(sent) / max(last_sent - first_sent, 1e-6),
         latency_p50_ms=percentile(latencies, 50),

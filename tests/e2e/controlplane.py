@@ -334,7 +334,8 @@ class ExtenderPlane:
 def write_extender_scheduler_config(workdir: Path, port: int) -> Path:
     """A KubeSchedulerConfiguration v1 (JSON, valid YAML): one profile ``arkgpu-scheduler``
     whose score plugins are off (the extender's score alone picks among fitting nodes), and
-    the extender with filter, prioritize and bind, nodeCacheCapable, ArkGPU's managed
+    the extender with filter and bind (its filter keeps one node: nothing to prioritize),
+    nodeCacheCapable, ArkGPU's managed
     resources ignored by the scheduler's own fit check.
 
     The kubeconfig path is the one ``running_control_plane`` writes before it starts the
@@ -359,7 +360,6 @@ def write_extender_scheduler_config(workdir: Path, port: int) -> Path:
             {
                 "urlPrefix": f"http://127.0.0.1:{port}",
                 "filterVerb": "filter",
-                "prioritizeVerb": "prioritize",
                 "bindVerb": "bind",
                 "weight": 1,
                 "enableHTTPS": False,

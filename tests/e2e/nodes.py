@@ -145,17 +145,26 @@ def create_namespace(api: k8s.ApiClient, name: str) -> None:
 
 
 def create_pods(
-    api: k8s.ApiClient, namespace: str, bodies: list[dict[str, Any]], workers: int
+    api: k8s.ApiClient,
+    namespace: str,
+    bodies: list[dict[str, Any]],
+    workers: int,
+    rate: float = 0.0,
 ) -> dict[str, float]:
-    """Creates ``bodies`` on ``workers`` threads; returns each pod's send time (monotonic s)."""
+    """Creates ``bodies`` on ``workers`` threads, as fast as they go or, with ``rate``, pod
+    ``i`` at ``i / rate`` s from the start; returns each pod's send time (monotonic s)."""
     core = k8s.CoreV1Api(api)
+    start = time.monotonic()
 
-    def create(body: dict[str, Any]) -> tuple[str, float]:
+    def create(item: tuple[int, dict[str, Any]]) -> tuple[str, float]:
+        index, body = item
+        if rate > 0:
+            time.sleep(max(0.0, start + index / rate - time.monotonic()))
         sent = time.monotonic()
         core.create_namespaced_pod(namespace, body, _preload_content=False)
         return str(body["metadata"]["name"]), sent
 
-    return dict(concurrently(create, bodies, workers))
+    return dict(concurrently(create, enumerate(bodies), workers))
 
 
 def delete_pods(api: k8s.ApiClient, namespace: str, timeout_s: float) -> None:

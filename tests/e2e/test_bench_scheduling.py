@@ -8,16 +8,18 @@ bodies and configurations it sends are checked against the contract.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import pytest
 from kubernetes import client as k8s
 
 from arkgpu.k8s import contract
 
 from . import bench_config as cfg
-from .bench_run import run_benchmark, summarise
-from .bench_scheduling import build_parser, settings_from
+from .bench_run import headline, run_benchmark, summarise
+from .bench_scheduling import build_parser, main, settings_from
 from .bench_watch import PhaseResult, percentile
 from .controlplane import ControlPlane, build_control_plane
 
@@ -41,17 +43,47 @@ def test_extender_phase_configures_every_managed_resource() -> None:
     config = cfg.scheduler_config(Path("/k"), "extender", 5000, "http://127.0.0.1:1")
     assert [p["schedulerName"] for p in config["profiles"]] == [contract.SCHEDULER_NAME]
     (extender,) = config["extenders"]
+    # the filter keeps one node: kube-scheduler would never call prioritize
     assert (extender["filterVerb"], extender["prioritizeVerb"], extender["bindVerb"]) == (
         "filter",
-        "prioritize",
+        "",
         "bind",
     )
+    old = cfg.BenchSettings(extender_settings=("filter_chosen_only = false",))
+    assert cfg.prioritizes(old, "extender")
+    assert cfg.prioritizes(cfg.BenchSettings(), "null")
+    assert not cfg.prioritizes(cfg.BenchSettings(), "extender")
     assert extender["nodeCacheCapable"] is True
     managed = {m["name"]: m["ignoredByScheduler"] for m in extender["managedResources"]}
     assert managed == dict.fromkeys(contract.MANAGED_RESOURCES, True)
     stock = cfg.scheduler_config(Path("/k"), "stock", 5000, None)
     assert "extenders" not in stock
     assert stock["clientConnection"]["qps"] == 5000
+
+
+def test_hami_phase_has_its_charts_extender_and_its_device_plugins_annotations() -> None:
+    """hami: filter and bind (no prioritize), HAMi's managed resources; each node's register
+    annotation lists the inventory's GPUs with the split count; the command line needs the
+    binary with the phase."""
+    config = cfg.scheduler_config(Path("/k"), "hami", 5000, "http://127.0.0.1:1")
+    assert [p["schedulerName"] for p in config["profiles"]] == [cfg.HAMI_SCHEDULER]
+    (hami,) = config["extenders"]
+    assert (hami["filterVerb"], hami["bindVerb"], "prioritizeVerb" in hami) == (
+        "filter",
+        "bind",
+        False,
+    )
+    assert {m["name"] for m in hami["managedResources"]} >= {"nvidia.com/gpu", "nvidia.com/gpumem"}
+    settings = cfg.BenchSettings()
+    notes = cfg.hami_annotations("n-1", settings, "2026-12-07 14:00:00")
+    devices = json.loads(notes[cfg.HAMI_REGISTER])
+    inventory = contract.NodeInventory.from_json(cfg.inventory("n-1", settings.gpus_per_node))
+    assert [d["id"] for d in devices] == [g.uuid for g in inventory.gpus]
+    assert {d["count"] for d in devices} == {settings.split_count}
+    assert notes[cfg.HAMI_HANDSHAKE].startswith("Reported")
+    assert cfg.pod_limits(settings, "hami", 1) == cfg.pod_limits(settings, "extender", 1)
+    with pytest.raises(SystemExit):
+        main(["--phases", "stock,hami"])
 
 
 def _assignment(node: str, index: int, share_bp: int, memory_mib: int) -> str:
@@ -77,7 +109,8 @@ def test_command_line_maps_to_settings() -> None:
     settings = settings_from(args)
     assert (settings.nodes, settings.pods, settings.rounds) == (1000, 500, 3)
     assert settings.phases == ("stock",)
-    assert settings.modes == ("live", "backlog")
+    assert settings.modes == ("live", "backlog", "steady")
+    assert settings.steady_rate == 50.0
 
 
 def _result(phase: str, round_: int, pods_per_s: float) -> PhaseResult:
@@ -105,6 +138,8 @@ def test_summary_gives_medians_and_ratios_within_and_across_rounds() -> None:
     assert live["extender_median_round_ratio_pods_per_s"] == 0.5
     assert "null_ratio_pods_per_s" not in live
     assert not any("ratio" in key for key in summarise(results[::2])["live"])
+    backlog = [dataclasses.replace(r, mode="backlog") for r in results]
+    assert headline(summarise(backlog)) == {"extender_over_alone_backlog": 0.5}
 
 
 def test_percentile_is_nearest_rank() -> None:
@@ -140,8 +175,8 @@ def test_small_run_binds_every_pod_and_cleans_up(
         assert 1 <= result["nodes_used"] <= 20
         assert all(ms >= 0 for ms in result["cpu_ms_per_pod"].values())
         assert (result["assigned"], result["overcommitted_gpus"]) == (0, 0)
-    assert set(stock["cpu_ms_per_pod"]) == {"scheduler"}
-    assert set(null["cpu_ms_per_pod"]) == {"scheduler", "extender"}
+    assert set(stock["cpu_ms_per_pod"]) == {"scheduler", "apiserver", "etcd"}
+    assert set(null["cpu_ms_per_pod"]) == {"scheduler", "extender", "apiserver", "etcd"}
     live = report["summary"]["live"]
     assert live["stock"]["pods_per_s"] == stock["pods_per_s"]
     assert live["null_ratio_pods_per_s"] == null["pods_per_s"] / stock["pods_per_s"]

@@ -174,8 +174,8 @@ def test_killed_at_each_step_of_a_bind(
     extender: ExtenderProcess, admin: k8s.ApiClient, ns: str
 ) -> None:
     """The process SIGKILLs itself right after one step of a bind: after the decision (nothing
-    written), after the annotation (pod annotated, not bound), after the Binding. Each next
-    process picks up what the last one left: the pod ends bound once, on its annotated
+    written), after the Binding (bound with its assignment: one write carries both). Each
+    next process picks up what the last one left: the pod ends bound once, on its annotated
     GPU, and the node takes the next pod (no lock left behind)."""
     core = k8s.CoreV1Api(admin)
     group, _ = create_nodes(admin, 1, 1)
@@ -184,16 +184,12 @@ def test_killed_at_each_step_of_a_bind(
     extender.start(kill_at="decision")
     core.create_namespaced_pod(ns, gpu_pod("a", group, half))
     seen: list[tuple[str, bool, bool]] = []
-    for step, after in (("decision", "annotation"), ("annotation", "binding"), ("binding", "")):
+    for step, after in (("decision", "binding"), ("binding", "")):
         assert extender.wait_dead(SETTLE_TIMEOUT_S) == -9, step
         (pod,) = pods_json(admin, ns)
         seen.append((step, assignment(pod) is not None, bool(pod["spec"].get("nodeName"))))
         extender.start(kill_at=after)
-    assert seen == [
-        ("decision", False, False),
-        ("annotation", True, False),
-        ("binding", True, True),
-    ]
+    assert seen == [("decision", False, False), ("binding", True, True)]
     core.create_namespaced_pod(ns, gpu_pod("b", group, half))
     core.create_namespaced_pod(ns, gpu_pod("c", group, half))
     wait_bound(admin, ns, 2, SETTLE_TIMEOUT_S)

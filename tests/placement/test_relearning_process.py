@@ -276,3 +276,23 @@ def _zombie(pid: int) -> bool:
     except OSError:
         return True
     return "\nState:\tZ" in status
+
+
+def test_a_hung_worker_is_timed_out_replaced_and_its_task_dropped() -> None:
+    """A worker alive but silent past the task timeout: stopped (no zombie), counted as
+    lost, replaced; the hung task is not run again and the next task is answered."""
+    solver = ProcessSolver[Any](ProcessConfig(task_timeout_s=1.0))
+    try:
+        hung = solver.pid
+        started = time.monotonic()
+        solver.submit(partial(time.sleep, 600), 1)
+        solver.wait()
+        assert time.monotonic() - started < 60  # not the task's 600 s
+        assert solver.ready(1) is None
+        assert (solver.lost, solver.pid != hung) == (1, True)
+        assert _gone(hung)
+        solver.submit(partial(operator.add, 2, 3), 2)
+        solver.wait()
+        assert solver.ready(2) == 5
+    finally:
+        solver.close()

@@ -203,8 +203,8 @@ class ArkgpuPolicy(Policy):
             self.solver.submit(self._task(state, with_prices=not warm), n)
             self._next_learn = n * 2 if warm else n + self.config.relearn_every
         learned = self.solver.ready(n)
-        if learned is not None:
-            self._install(learned)
+        if learned is not None and learned.layout == self._layout:
+            self._install(learned)  # one from before a node joined waits for its successor
 
     def _strand(
         self,

@@ -76,6 +76,9 @@ class Learned:
     spec_demand: SpecDemand
     prices: PriceTables | None
     """None during the warm-up, or when there is no share to price."""
+    layout: int = 0
+    """:attr:`ClusterState.layout` of the snapshot: a result for another layout (nodes
+    joined since) has arrays sized for the old node count and is not installed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +100,8 @@ class RelearnTask:
     values: ShareValues
     popularity: float
     with_prices: bool
+    layout: int = 0
+    """The live state's :attr:`ClusterState.layout` when the snapshot was taken."""
 
     def __call__(self) -> Learned:
         """Everything the scores use, from the snapshot alone."""
@@ -112,12 +117,13 @@ class RelearnTask:
             scarcity=scarcity(state, typical, access),
             spec_demand=_spec_demand(state, shapes, gpu_left),
             prices=self.values.solve(shapes) if self.with_prices else None,
+            layout=self.layout,
         )
 
     def __reduce__(self) -> tuple[Callable[..., RelearnTask], tuple[object, ...]]:
         fixed = FixedCluster.of(self.state)
         rest = (self.shapes, self.gpu_left, self.cpu_left, self.values)
-        return _rebuild_task, (fixed, *rest, self.popularity, self.with_prices)
+        return _rebuild_task, (fixed, *rest, self.popularity, self.with_prices, self.layout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,9 +183,12 @@ def _rebuild_task(
     values: ShareValues,
     popularity: float,
     with_prices: bool,
+    layout: int,
 ) -> RelearnTask:
     """A pickled :class:`RelearnTask`, over a replica of the cluster's fixed description."""
-    return RelearnTask(fixed.state(), shapes, gpu_left, cpu_left, values, popularity, with_prices)
+    return RelearnTask(
+        fixed.state(), shapes, gpu_left, cpu_left, values, popularity, with_prices, layout
+    )
 
 
 def relearn_task(
@@ -198,6 +207,7 @@ def relearn_task(
         values,
         popularity,
         with_prices,
+        state.layout,
     )
 
 

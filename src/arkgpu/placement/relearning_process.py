@@ -17,7 +17,9 @@ inherit a lock some other thread held. Nor is it started by
 :mod:`multiprocessing`'s ``spawn`` or ``forkserver``, which import the
 caller's ``__main__`` script in the worker. When the worker
 dies (killed, out of memory), the task it had is run once more on a new
-worker; until a result comes the policy decides with what it learned last.
+worker; a worker that hangs (alive, no answer within
+:attr:`ProcessConfig.task_timeout_s`) is stopped and replaced and its task
+dropped; until a result comes the policy decides with what it learned last.
 Each death is logged and counted (:attr:`ProcessSolver.lost`, and the
 ``on_lost`` callback). :meth:`ProcessSolver.close` stops the worker and waits
 for it; an interpreter that exits without calling it stops the worker too
@@ -42,7 +44,7 @@ from dataclasses import dataclass
 from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from arkgpu.placement.relearning import BackgroundSolver
 
@@ -65,10 +67,23 @@ class ProcessConfig:
     stop_timeout_s: float = 5.0
     """Seconds :meth:`ProcessSolver.close` waits for the worker after SIGTERM before it
     sends SIGKILL (default 5: a worker exits on SIGTERM at once, even mid-task)."""
+    start_timeout_s: float = 300.0
+    """Seconds a new worker may take to import :attr:`preload` before it counts as hung
+    (default 300: numpy and scipy take about a second, much longer on a loaded machine)."""
+    task_timeout_s: float = 120.0
+    """Seconds a task may run before its worker counts as hung: it is stopped (SIGTERM, then
+    SIGKILL), counted as lost and replaced, and the task is dropped (run again it might hang
+    again); the policy keeps what it learned last (default 120: a re-learning takes 20 to
+    130 ms at 1,000 nodes on the 2-core machine, a few seconds at 5,000 under load)."""
 
 
 class WorkerLostError(RuntimeError):
-    """The worker process ended before it answered."""
+    """The worker process ended, or hung, before it answered."""
+
+    def __init__(self, message: str, hung: bool = False) -> None:
+        super().__init__(message)
+        self.hung = hung
+        """The worker was alive but gave no answer within the task timeout."""
 
 
 def main(argv: list[str]) -> None:
@@ -80,6 +95,7 @@ def main(argv: list[str]) -> None:
     os.nice(int(argv[1]))
     for name in argv[2:]:
         importlib.import_module(name)
+    conn.send_bytes(READY)
     while True:
         try:
             data = conn.recv_bytes()
@@ -100,6 +116,8 @@ def _answer(data: bytes) -> bytes:
         return pickle.dumps((False, RuntimeError(f"re-learning worker: {exc!r}")))
 
 
+READY = b"ready"
+"""What the worker sends once its modules are imported: the task timeout starts after it."""
 WORKER_CODE = "import sys; from arkgpu.placement.relearning_process import main; main(sys.argv[1:])"
 """What the worker's interpreter runs (``python -c``)."""
 
@@ -119,6 +137,8 @@ class Worker:
         )
         child.close()
         self.timeout_s = config.stop_timeout_s
+        self.start_timeout_s = config.start_timeout_s
+        self._started = False
         self._finalizer = weakref.finalize(self, _stop, self.process, self.timeout_s)
 
     @property
@@ -126,14 +146,28 @@ class Worker:
         """The worker's process id."""
         return self.process.pid
 
-    def run(self, data: bytes) -> tuple[bool, object]:
-        """Send a pickled task, wait for the answer (WorkerLostError if the worker ended)."""
+    def run(self, data: bytes, timeout_s: float) -> tuple[bool, object]:
+        """Send a pickled task, wait up to ``timeout_s`` for the answer (WorkerLostError if
+        the worker ended, or hung: no answer in time)."""
         try:
+            if not self._started:
+                self._receive(self.start_timeout_s)  # READY: its imports are done
+                self._started = True
             self._conn.send_bytes(data)
-            answer: tuple[bool, object] = pickle.loads(self._conn.recv_bytes())
+            answer: tuple[bool, object] = self._receive(timeout_s)
         except (EOFError, OSError) as exc:
             raise WorkerLostError(f"re-learning worker {self.pid} ended") from exc
         return answer
+
+    def _receive(self, timeout_s: float) -> Any:
+        """The next message, unpickled (READY as it is); WorkerLostError(hung) after
+        ``timeout_s`` without one."""
+        if not self._conn.poll(timeout_s):
+            raise WorkerLostError(
+                f"re-learning worker {self.pid} gave no answer in {timeout_s:g} s", hung=True
+            )
+        data = self._conn.recv_bytes()
+        return data if data == READY else pickle.loads(data)
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL if it lingers; wait for it (reaped: no zombie)."""
@@ -214,13 +248,14 @@ class ProcessSolver(Generic[T]):
         worker.close()
 
     def _remote(self, data: bytes) -> T | None:
-        """On the I/O thread: the task's result; None if the worker died twice or we close."""
+        """On the I/O thread: the task's result; None if the worker died twice, hung (the
+        task is dropped) or we close."""
         for _ in range(2):
             worker = self._worker
             try:
-                ok, value = worker.run(data)
+                ok, value = worker.run(data, self.config.task_timeout_s)
             except WorkerLostError as exc:
-                if not self._replace(worker, exc):
+                if not self._replace(worker, exc) or exc.hung:
                     return None
                 continue
             if not ok:
@@ -229,7 +264,8 @@ class ProcessSolver(Generic[T]):
         return None
 
     def _replace(self, dead: Worker, why: WorkerLostError) -> bool:
-        """Count and log a dead worker and start another, unless closing (then False)."""
+        """Count and log a dead or hung worker (stopped here) and start another, unless closing
+        (then False)."""
         with self._lock:
             if self._closing:
                 return False

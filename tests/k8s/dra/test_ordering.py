@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
+from arkgpu.k8s.cluster.api import Listed
+from arkgpu.k8s.cluster.memory import MemoryApi
+from arkgpu.k8s.cluster.watching import Reflector, WatchConfig
 from arkgpu.k8s.contract import InventoryGpu
-from arkgpu.k8s.dra.ordering import device_loads, ordered
+from arkgpu.k8s.dra.ordering import ClaimLoads, device_loads, ordered
 from arkgpu.k8s.dra.slices import devices
 
 DRIVER = "gpu.arkgpu.io"
@@ -55,23 +59,55 @@ def test_unknown_order_is_refused_by_name() -> None:
         _names("spread", {})
 
 
-class _Claims:
-    def __init__(self, claims: list[dict[str, Any]]) -> None:
-        self.claims = claims
-
-    def list(self) -> list[dict[str, Any]]:
-        return self.claims
+def _named(name: str, claim: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"}, **claim}
 
 
-def test_the_driver_lists_its_slice_in_the_configured_order() -> None:
-    """serving.slice_devices: pack reads this node's loads; index reads nothing."""
+class _CountingApi(MemoryApi):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lists = 0
+
+    def list(self, resource: str) -> Listed:
+        self.lists += 1
+        return super().list(resource)
+
+
+def test_pack_loads_follow_a_watch_of_the_claims_listed_once() -> None:
+    """The driver's loads come from one list and then the watch: a claim allocated, one
+    deallocated, one deleted each move them; no resync lists every claim again; the slice
+    follows them in pack order, and index order reads nothing."""
     from arkgpu.k8s.dra.config import config_from_dict  # noqa: PLC0415
     from arkgpu.k8s.dra.serving import slice_devices  # noqa: PLC0415
 
-    gpus = [InventoryGpu(i, f"GPU-{i}", "T4", 16_384) for i in range(3)]
-    claims = _Claims([_claim(("n1", "gpu-1", "40"), ("n2", "gpu-2", "90"))])
-    pack = config_from_dict({"node_name": "n1", "device_order": "pack"}, "c", {})
-    listed = slice_devices(pack, gpus, claims)  # type: ignore[arg-type]
-    assert [d["name"] for d in listed] == ["gpu-1", "gpu-0", "gpu-2"]
+    api = _CountingApi()
+    api.put("resourceclaims", _named("a", _claim(("n1", "gpu-1", "40"), ("n2", "gpu-2", "90"))))
+    loads = ClaimLoads(DRIVER, "n1")
+    timing = WatchConfig(timeout_s=0.3, backoff_min_s=0.01, backoff_max_s=0.05)
+    reflector = Reflector("resourceclaims", api, loads, timing)
+    thread = reflector.start()
+    try:
+        assert reflector.listed.wait(30)
+        gpus = [InventoryGpu(i, f"GPU-{i}", "T4", 16_384) for i in range(3)]
+        pack = config_from_dict({"node_name": "n1", "device_order": "pack"}, "c", {})
+        assert [d["name"] for d in slice_devices(pack, gpus, loads)] == ["gpu-1", "gpu-0", "gpu-2"]
+        api.put("resourceclaims", _named("b", _claim(("n1", "gpu-2", "70"))))
+        _until(lambda: loads.loads() == {"gpu-1": 40, "gpu-2": 70})
+        api.put("resourceclaims", _named("a", {"status": {}}))  # deallocated
+        _until(lambda: loads.loads() == {"gpu-2": 70})
+        api.delete("resourceclaims", "ns/b")
+        _until(lambda: loads.loads() == {})
+        time.sleep(1.0)  # several watch windows: each resumes, none lists again
+        assert api.lists == 1
+    finally:
+        reflector.stopping.set()
+        thread.join(timeout=30)
     index = config_from_dict({"node_name": "n1"}, "c", {})
     assert [d["name"] for d in slice_devices(index, gpus, None)] == ["gpu-0", "gpu-1", "gpu-2"]
+
+
+def _until(probe: Any) -> None:
+    deadline = time.monotonic() + 30
+    while not probe():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)

@@ -20,6 +20,8 @@ def test_the_bench_reports_wire_caller_and_cpu_figures_and_binds_everything() ->
         assert 0 <= run["extender_cpu_p50_ms"] <= run["filter_prioritize_cpu_p50_ms"]
         assert run["binds_failed"] == 0
         assert run["bind_pods_per_s"] > 0
+        assert run["peak_rss_mib"] > 0
+        assert run["snapshot_mib"] < run["peak_rss_mib"]
     assert report["filter_prioritize_p99_target_ms"] == 5.0
     assert report["nodes"] == 20
     assert report["relearn"] == "inline"

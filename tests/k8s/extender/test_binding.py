@@ -1,5 +1,5 @@
-"""Bind: the assignment first, then the Binding; concurrent binds never over-commit a GPU;
-a failure undoes the placement; a restart rebuilds the state from the API server."""
+"""Bind: one write, the Binding carrying the assignment; concurrent binds never over-commit a
+GPU; a failure undoes the placement; a restart rebuilds the state from the API server."""
 
 from __future__ import annotations
 
@@ -73,16 +73,27 @@ class FailingApi(MemoryApi):
         self.cut = False
         self.fail_binding = True
 
-    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind_pod(
+        self, namespace: str, name: str, uid: str, node: str, annotations: Any = None
+    ) -> None:
         if self.fail_binding:
-            self.cut_now = self.cut
             raise ApiError(0 if self.cut else 500, "binding refused")
-        super().bind_pod(namespace, name, uid, node)
+        super().bind_pod(namespace, name, uid, node, annotations)
 
-    def annotate_pod(self, namespace: str, name: str, uid: str, annotations: dict[str, Any]) -> Any:
-        if self.cut and annotations.get(ANNOTATION_ASSIGNMENT, "") is None:
-            raise ApiError(0, "connection refused")
-        return super().annotate_pod(namespace, name, uid, annotations)
+
+def test_bind_is_one_write_that_carries_the_assignment() -> None:
+    """One Binding per pod: the pod comes back bound and annotated, no patch before it."""
+    api = MemoryApi()
+    api.put("nodes", node("n1"))
+    api.put("pods", pod("a"))
+    running = started(api)
+    before = api.writes
+    assert post(running.port, "/bind", binding(pod("a"), "n1"))[1] == {"Error": ""}
+    running.close()
+    assert api.writes - before == 1
+    stored = api.get_pod("team-a", "a")
+    assert stored["spec"]["nodeName"] == "n1"
+    assert _assignments(api)["a"]["node"] == "n1"
 
 
 def test_failed_binding_undoes_the_placement_and_its_annotation() -> None:
@@ -182,8 +193,10 @@ class LostAnswerApi(MemoryApi):
         super().__init__()
         self.cut = False
 
-    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
-        super().bind_pod(namespace, name, uid, node)
+    def bind_pod(
+        self, namespace: str, name: str, uid: str, node: str, annotations: Any = None
+    ) -> None:
+        super().bind_pod(namespace, name, uid, node, annotations)
         self.cut = True
         raise ApiError(0, "connection reset")
 
@@ -236,9 +249,11 @@ def test_a_pod_whose_bind_was_cut_off_stays_on_its_node() -> None:
     assert (
         "binding failed" in post(running.port, "/bind", binding(pod("a", whole), "n1"))[1]["Error"]
     )
-    assert _assignments(api)["a"]["node"] == "n1"  # kept: a late Binding would need it
+    assert _assignments(api) == {}  # a late Binding would bring its own annotation
     answer = post(running.port, "/filter", args(pod("a", whole), ["n1", "n2"]))[1]
     assert answer["NodeNames"] == ["n1"]
+    answer = post(running.port, "/filter", args(pod("a", whole), ["n2"]))[1]
+    assert answer["NodeNames"] == []
     assert "no known outcome yet" in answer["FailedNodes"]["n2"]
     assert (
         "stays on node n1"

@@ -92,7 +92,9 @@ def test_node_changes_keep_pods_on_their_gpus() -> None:
     api.put("nodes", sick)
     view = running.extender.view
     wait(lambda: len(view.nodes.get("n1", node_stub()).gpus) == 1, "inventory change seen")
-    assert "uid-team-a-a" in view.placed
+    # counted again once both the node's change and the pod's bound event are in (two
+    # watches, no order between them)
+    wait(lambda: "uid-team-a-a" in view.placed, "the pod counted on the changed node")
     _status, answer = post(running.port, "/filter", args(pod("b", WHOLE), ["n1"]))
     assert answer["FailedNodes"]["n1"].startswith("node n1 has 0 GPUs")
     api.delete("nodes", "n1")

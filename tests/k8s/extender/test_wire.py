@@ -35,9 +35,39 @@ def served() -> Iterator[tuple[Running, MemoryApi]]:
         api.put("nodes", n)
     request = _golden("filter_names.request.json")
     api.put("pods", request["Pod"])
-    running = started(api)
+    running = started(api, filter_chosen_only=False)  # every fitting node: the full answer
     yield running, api
     running.close()
+
+
+def test_filter_keeps_only_the_chosen_node_by_default() -> None:
+    """The default answer: the node prioritize would score 10, alone (kube-scheduler then
+    skips prioritize); with no node fitting, every node with its reason."""
+    api = MemoryApi()
+    for n in (node("gpu-a"), node("gpu-b"), node("cpu-only", gpus=None)):
+        api.put("nodes", n)
+    request = _golden("filter_names.request.json")
+    api.put("pods", request["Pod"])
+    running = started(api)
+    try:
+        scores = post(running.port, "/prioritize", request)[1]
+        best = next(s["Host"] for s in scores if s["Score"] == 10)
+        assert post(running.port, "/filter", request) == (
+            200,
+            {
+                "Nodes": None,
+                "NodeNames": [best],
+                "FailedNodes": {},
+                "FailedAndUnresolvableNodes": {},
+                "Error": "",
+            },
+        )
+        none_fit = {**request, "NodeNames": ["cpu-only"]}
+        answer = post(running.port, "/filter", none_fit)[1]
+        assert answer["NodeNames"] == []
+        assert "no ArkGPU GPU inventory" in answer["FailedAndUnresolvableNodes"]["cpu-only"]
+    finally:
+        running.close()
 
 
 def test_golden_filter_prioritize_bind(served: tuple[Running, MemoryApi]) -> None:
@@ -161,3 +191,23 @@ def test_readers_raise_only_wire_errors(body: Any) -> None:
         except wire.WireError as exc:
             message = str(exc) or "empty reason"
         assert "empty reason" not in message
+
+
+def test_the_chosen_node_is_the_one_prioritize_scores_10_in_any_order() -> None:
+    """Equal empty nodes tie: the filter keeps the earliest in the order asked, the node
+    prioritize gives 10; a node not in the snapshot is never chosen."""
+    api = MemoryApi()
+    for name in ("gpu-a", "gpu-b", "gpu-c"):
+        api.put("nodes", node(name))
+    request = _golden("filter_names.request.json")
+    api.put("pods", request["Pod"])
+    running = started(api)
+    try:
+        for order in (["gpu-a", "gpu-b", "gpu-c"], ["gpu-c", "nowhere", "gpu-a", "gpu-b"]):
+            asked = {**request, "NodeNames": order}
+            scores = post(running.port, "/prioritize", asked)[1]
+            best = next(s["Host"] for s in scores if s["Score"] == 10)
+            assert post(running.port, "/filter", asked)[1]["NodeNames"] == [best]
+            assert best == order[0]
+    finally:
+        running.close()

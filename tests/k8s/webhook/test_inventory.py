@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import logging
-import queue
 import time
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from arkgpu.k8s import contract
+from arkgpu.k8s.cluster.api import ApiError, Listed
+from arkgpu.k8s.cluster.memory import MemoryApi
+from arkgpu.k8s.cluster.watching import WatchConfig
 from arkgpu.k8s.webhook.inventory import GpuMemoryIndex, NodeWatcher, largest_memory_mib
 
 
@@ -54,45 +55,27 @@ def test_index_follows_list_and_watch_events() -> None:
     assert index.largest() is None
 
 
-def _node(name: str, annotations: dict[str, str] | None) -> SimpleNamespace:
-    return SimpleNamespace(metadata=SimpleNamespace(name=name, annotations=annotations))
+def _node(name: str, annotations: dict[str, str] | None) -> dict[str, Any]:
+    return {"metadata": {"name": name, "annotations": annotations}}
 
 
-class FakeCore:
-    """``list_node`` of a CoreV1Api: the nodes given, then a failure when told."""
-
-    def __init__(self, nodes: list[SimpleNamespace]) -> None:
-        self.nodes, self.lists, self.fail = nodes, 0, False
-
-    def list_node(self) -> SimpleNamespace:
-        self.lists += 1
-        if self.fail:
-            raise ConnectionError("API server gone")
-        return SimpleNamespace(
-            items=list(self.nodes), metadata=SimpleNamespace(resource_version="7")
-        )
-
-
-class FakeWatch:
-    """``stream`` yields the events put in its queue; ``None`` ends the stream; an exception
-    is raised (as a broken connection)."""
+class CountingApi(MemoryApi):
+    """Counts lists; the watch breaks (a cut connection, not a 410) while ``broken``."""
 
     def __init__(self) -> None:
-        self.events: queue.Queue[Any] = queue.Queue()
-        self.versions: list[str] = []
+        super().__init__()
+        self.lists, self.broken, self.watched_from = 0, 0, []
 
-    def stream(self, func: Any, resource_version: str, timeout_seconds: int) -> Iterator[Any]:
-        self.versions.append(resource_version)
-        while True:
-            event = self.events.get(timeout=30)
-            if event is None:
-                return
-            if isinstance(event, Exception):
-                raise event
-            yield event
+    def list(self, resource: str) -> Listed:
+        self.lists += 1
+        return super().list(resource)
 
-    def stop(self) -> None:
-        self.events.put(None)
+    def watch(self, resource: str, resource_version: str, timeout_s: float) -> Iterator[Any]:
+        self.watched_from.append(resource_version)
+        if self.broken:
+            self.broken -= 1
+            raise ApiError(0, "connection reset")
+        return super().watch(resource, resource_version, timeout_s)
 
 
 def _until(probe: Any, what: str) -> None:
@@ -102,28 +85,28 @@ def _until(probe: Any, what: str) -> None:
         time.sleep(0.01)
 
 
-def test_watcher_lists_follows_events_and_relists_after_a_failure() -> None:
-    """List, then ADDED/MODIFIED/DELETED move the index; a broken watch relists (state rebuilt
-    from the list, not lost); a failed list is retried; stop ends the thread."""
-    core = FakeCore([_node("a", _inventory(16_384))])
-    fake = FakeWatch()
-    watcher = NodeWatcher(core, fake, GpuMemoryIndex(), retry_s=0.01)
-    watcher.start()
+def test_watcher_is_the_reflector_resuming_a_broken_watch_without_relisting() -> None:
+    """List, then ADDED/MODIFIED/DELETED move the index; a broken watch resumes from the last
+    version it saw (one list in all, as every reflector of the project); stop ends it."""
+    api = CountingApi()
+    api.put("nodes", _node("a", _inventory(16_384)))
+    timing = WatchConfig(timeout_s=0.5, backoff_min_s=0.01, backoff_max_s=0.05)
+    watcher = NodeWatcher(api, GpuMemoryIndex(), timing)
+    thread = watcher.start()
     _until(lambda: watcher.index.listed, "first list")
     assert watcher.largest() == 16_384
-    fake.events.put({"type": "ADDED", "object": _node("b", _inventory(81_920))})
+    api.put("nodes", _node("b", _inventory(81_920)))
     _until(lambda: watcher.largest() == 81_920, "ADDED seen")
-    fake.events.put({"type": "MODIFIED", "object": _node("b", _inventory(40_960))})
+    api.put("nodes", _node("b", _inventory(40_960)))
     _until(lambda: watcher.largest() == 40_960, "MODIFIED seen")
-    fake.events.put({"type": "DELETED", "object": _node("b", None)})
-    _until(lambda: watcher.largest() == 16_384, "DELETED seen")
-    core.nodes = [_node("a", _inventory(16_384)), _node("c", _inventory(143_771))]
-    core.fail = True
-    fake.events.put(ConnectionResetError("watch broken"))
-    _until(lambda: core.lists >= 3, "list retried after a failure")
-    core.fail = False
-    _until(lambda: watcher.largest() == 143_771, "relisted")
-    assert fake.versions[0] == "7"
+    api.broken = 3
+    _until(lambda: not api.broken, "watch broken three times")
+    api.delete("nodes", "b")
+    _until(lambda: watcher.largest() == 16_384, "DELETED seen after the breaks")
+    api.put("nodes", _node("c", _inventory(143_771)))
+    _until(lambda: watcher.largest() == 143_771, "ADDED seen")
+    assert api.lists == 1
+    assert all(v != "0" for v in api.watched_from[1:])
     watcher.stop()
-    watcher._thread.join(timeout=30)
-    assert not watcher._thread.is_alive()
+    thread.join(timeout=30)
+    assert not thread.is_alive()

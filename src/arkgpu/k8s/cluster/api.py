@@ -48,10 +48,11 @@ class WatchEvent:
 
 
 class ClusterApi(Protocol):
-    """Lists, watches and the two writes of a bind."""
+    """Lists, watches, a pod read, an annotation patch and the Binding."""
 
     def list(self, resource: str) -> Listed:
-        """Every object of ``resource`` (``nodes`` or ``pods``, all namespaces)."""
+        """Every object of ``resource`` (``nodes``, ``pods`` or ``resourceclaims``, all
+        namespaces)."""
         ...
 
     def watch(self, resource: str, resource_version: str, timeout_s: float) -> Iterator[WatchEvent]:
@@ -70,6 +71,15 @@ class ClusterApi(Protocol):
         (else ApiError 409); returns the pod as written."""
         ...
 
-    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
-        """POSTs the pod's Binding subresource (ApiError 409 if bound or recreated)."""
+    def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
+        """POSTs the pod's Binding subresource (ApiError 409 if bound or recreated). The
+        API server sets ``annotations`` on the pod in the same write (the Binding's
+        ``metadata.annotations``): bound with them, or neither."""
         ...

@@ -34,6 +34,10 @@ with urllib3's default of 10 each bind past the tenth opened and dropped a TLS c
 ("Connection pool is full" in the log, up to 446 times per 1,000 pods)."""
 
 
+RAW_EVENTS = "raw JSON"
+"""What the watch helper is told it returns: nothing is deserialised into a model."""
+
+
 def load_client(kubeconfig: Path | None) -> client.ApiClient:
     """A client of the kubeconfig given, or of the pod's service account when None.
 
@@ -68,6 +72,7 @@ class KubeApi:
 
     def __init__(self, api_client: client.ApiClient) -> None:
         self.core = client.CoreV1Api(api_client)
+        self.resource = client.ResourceV1Api(api_client)
 
     def _json(self, method: Any, *args: Any, **kwargs: Any) -> Json:
         try:
@@ -84,6 +89,8 @@ class KubeApi:
             return self.core.list_node
         if resource == "pods":
             return self.core.list_pod_for_all_namespaces
+        if resource == "resourceclaims":
+            return self.resource.list_resource_claim_for_all_namespaces
         raise ValueError(f"unknown resource {resource!r}")
 
     def list(self, resource: str) -> Listed:
@@ -92,7 +99,9 @@ class KubeApi:
         return Listed(list(items), str(data.get("metadata", {}).get("resourceVersion", "")))
 
     def watch(self, resource: str, resource_version: str, timeout_s: float) -> Iterator[WatchEvent]:
-        stream = watch.Watch()
+        # Events are read as JSON (deserialize=False): a return type given here spares the
+        # client its model look-up, which fails for resource.k8s.io/v1 (no V1ResourceClaim).
+        stream = watch.Watch(return_type=RAW_EVENTS)
         try:
             for event in stream.stream(
                 self._lister(resource),
@@ -117,9 +126,17 @@ class KubeApi:
         body = {"metadata": {"uid": uid, "annotations": annotations}}
         return self._json(self.core.patch_namespaced_pod, name, namespace, body)
 
-    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
-        body = client.V1Binding(
-            metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid),
-            target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
-        )
+    def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
+        meta: Json = {"name": name, "namespace": namespace, "uid": uid}
+        if annotations:
+            meta["annotations"] = annotations
+        target = {"apiVersion": "v1", "kind": "Node", "name": node}
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": meta, "target": target}
         self._json(self.core.create_namespaced_pod_binding, name, namespace, body)

@@ -15,6 +15,9 @@ from typing import Any
 
 from arkgpu.k8s.cluster.api import CONFLICT, GONE, NOT_FOUND, ApiError, Json, Listed, WatchEvent
 
+RESOURCES = ("nodes", "pods", "resourceclaims")
+"""What it stores (claims keyed ``namespace/name``, as pods)."""
+
 
 class MemoryApi:
     """Implements :class:`~arkgpu.k8s.cluster.api.ClusterApi` in memory."""
@@ -22,22 +25,22 @@ class MemoryApi:
     def __init__(self, keep_events: int = 100_000) -> None:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-        self._objects: dict[str, dict[str, Json]] = {"nodes": {}, "pods": {}}
-        self._events: dict[str, list[tuple[int, WatchEvent]]] = {"nodes": [], "pods": []}
+        self._objects: dict[str, dict[str, Json]] = {r: {} for r in RESOURCES}
+        self._events: dict[str, list[tuple[int, WatchEvent]]] = {r: [] for r in RESOURCES}
         self._revision = 0
         self._keep = keep_events
         self.writes = 0
         """Patches and bindings accepted (the benchmark's check)."""
 
     def put(self, resource: str, obj: Json) -> Json:
-        """Creates or replaces a node or a pod (keyed by ``namespace/name``)."""
+        """Creates or replaces a node, a pod or a claim (keyed by ``namespace/name``)."""
         with self._lock:
             key = _key(obj)
             kind = "MODIFIED" if key in self._objects[resource] else "ADDED"
             return self._store(resource, key, copy.deepcopy(obj), kind)
 
     def delete(self, resource: str, key: str) -> None:
-        """Deletes ``namespace/name`` (a pod) or ``name`` (a node)."""
+        """Deletes ``namespace/name`` (a pod, a claim) or ``name`` (a node)."""
         with self._lock:
             obj = self._objects[resource].pop(key)
             self._revision += 1
@@ -85,12 +88,20 @@ class MemoryApi:
             self.writes += 1
             return copy.deepcopy(self._store("pods", f"{namespace}/{name}", pod, "MODIFIED"))
 
-    def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
         with self._lock:
             pod = copy.deepcopy(self._pod(namespace, name, uid))
             if pod.get("spec", {}).get("nodeName"):
                 raise ApiError(CONFLICT, f"pod {namespace}/{name} is already assigned to a node")
             pod.setdefault("spec", {})["nodeName"] = node
+            pod["metadata"].setdefault("annotations", {}).update(annotations or {})
             self.writes += 1
             self._store("pods", f"{namespace}/{name}", pod, "MODIFIED")
 

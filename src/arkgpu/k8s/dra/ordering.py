@@ -10,13 +10,16 @@ choose *which GPU* a claim lands on, among those that fit, by the order it lists
   request then lands on the tightest GPU it fits (best fit within the node), which
   keeps emptier GPUs whole for larger requests, as FGD prefers on one node.
 
-The loads come from the claims' ``status.allocation`` (``consumedCapacity``), so the
+The loads come from the claims' ``status.allocation`` (``consumedCapacity``), kept by
+:class:`ClaimLoads` from a list and watch of the claims (a reflector: one list, then
+only the changes, never a list of every claim of the cluster on each resync); the
 order lags the scheduler by one resync of the driver; a changed order rewrites the
 slice with a new pool generation (:class:`arkgpu.k8s.dra.publishing.Publisher`).
 """
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -58,3 +61,38 @@ def ordered(
         return (load >= WHOLE_GPU_CORES, -load, position)
 
     return [devices[i] for i in sorted(range(len(devices)), key=key)]
+
+
+class ClaimLoads:
+    """This pool's device loads, per claim, from a reflector's list and events (a
+    :class:`~arkgpu.k8s.cluster.watching.Sink`); claims on other pools are not kept."""
+
+    def __init__(self, driver: str, pool: str) -> None:
+        self.driver, self.pool = driver, pool
+        self._lock = threading.Lock()
+        self._by_claim: dict[str, Counter[str]] = {}
+
+    def replace(self, resource: str, items: list[dict[str, Any]]) -> None:
+        """A full list of the claims."""
+        fresh = {_key(c): device_loads([c], self.driver, self.pool) for c in items}
+        with self._lock:
+            self._by_claim = {key: loads for key, loads in fresh.items() if loads}
+
+    def event(self, resource: str, kind: str, obj: dict[str, Any]) -> None:
+        """A claim added, changed (allocated, deallocated) or deleted."""
+        loads = Counter() if kind == "DELETED" else device_loads([obj], self.driver, self.pool)
+        with self._lock:
+            if loads:
+                self._by_claim[_key(obj)] = loads
+            else:
+                self._by_claim.pop(_key(obj), None)
+
+    def loads(self) -> Counter[str]:
+        """Consumed ``cores`` per device of the pool, over the claims known now."""
+        with self._lock:
+            return sum(self._by_claim.values(), Counter())
+
+
+def _key(claim: Mapping[str, Any]) -> str:
+    meta = claim.get("metadata") or {}
+    return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")

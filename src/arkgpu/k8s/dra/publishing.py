@@ -132,18 +132,3 @@ class KubernetesSlices:
         except self._exception as exc:
             if exc.status != 404:
                 raise
-
-
-class KubernetesClaimList:
-    """Every ResourceClaim of the cluster as JSON (``device_order = "pack"``: the loads)."""
-
-    def __init__(self, api_client: Any) -> None:
-        from kubernetes import client  # noqa: PLC0415 (the k8s extra, loaded when used)
-
-        self._api: Any = client.ResourceV1Api(api_client)
-
-    def list(self) -> list[dict[str, Any]]:
-        """GET the claims of all namespaces (raw: every status field kept)."""
-        response = self._api.list_resource_claim_for_all_namespaces(_preload_content=False)
-        items: list[dict[str, Any]] = json.loads(response.data)["items"]
-        return items

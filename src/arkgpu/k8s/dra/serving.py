@@ -16,10 +16,11 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from arkgpu.k8s.cluster.watching import Reflector, WatchConfig
 from arkgpu.k8s.contract import InventoryGpu
 from arkgpu.k8s.dra.config import DraConfig
-from arkgpu.k8s.dra.ordering import device_loads, ordered
-from arkgpu.k8s.dra.publishing import KubernetesClaimList, KubernetesSlices, Publisher
+from arkgpu.k8s.dra.ordering import ClaimLoads, ordered
+from arkgpu.k8s.dra.publishing import KubernetesSlices, Publisher
 from arkgpu.k8s.dra.slices import devices, mig_message
 from arkgpu.k8s.gpus import AssumedGpus, GpuSource, NvmlGpus
 
@@ -56,14 +57,25 @@ def start_plugin(config: DraConfig, client: Any, found: Sequence[InventoryGpu]) 
 
 
 def slice_devices(
-    config: DraConfig, found: Sequence[InventoryGpu], claims: KubernetesClaimList | None
+    config: DraConfig, found: Sequence[InventoryGpu], claims: ClaimLoads | None
 ) -> list[dict[str, Any]]:
-    """The slice's devices in ``device_order`` (the loads read from ``claims`` for pack)."""
+    """The slice's devices in ``device_order`` (the loads ``claims`` knows, for pack)."""
     listed = devices(found, config.memory_step_mib, config.cores_step)
-    if claims is None:
-        return ordered(listed, {}, config.device_order)
-    loads = device_loads(claims.list(), config.driver_name, config.node_name)
+    loads = {} if claims is None else claims.loads()
     return ordered(listed, loads, config.device_order)
+
+
+def watch_claims(config: DraConfig, client: Any) -> tuple[ClaimLoads, Reflector]:
+    """Pack order: this node's device loads, kept by a reflector over every ResourceClaim
+    (listed once, then watched); waits up to one resync for the first list."""
+    from arkgpu.k8s.cluster.kube import KubeApi  # noqa: PLC0415 (the k8s extra)
+
+    claims = ClaimLoads(config.driver_name, config.node_name)
+    timing = WatchConfig(backoff_max_s=max(config.resync_s, 1.0))
+    reflector = Reflector("resourceclaims", KubeApi(client), claims, timing)
+    reflector.start()
+    reflector.listed.wait(config.resync_s)
+    return claims, reflector
 
 
 def serve(config: DraConfig) -> int:
@@ -78,7 +90,9 @@ def serve(config: DraConfig) -> int:
     source = gpu_source(config)
     found = source.scan()
     server = start_plugin(config, client, found) if config.kubelet_plugin else None
-    claims = KubernetesClaimList(client) if config.device_order == "pack" else None
+    claims, reflector = (
+        watch_claims(config, client) if config.device_order == "pack" else (None, None)
+    )
     line, mig = mig_message(found, frozenset())
     if line:
         _say(line)
@@ -96,6 +110,8 @@ def serve(config: DraConfig) -> int:
             _say(line)
         if outcome != "unchanged":
             _say(f"{outcome} {publisher.name}")
+    if reflector is not None:
+        reflector.stopping.set()
     if server is not None:
         server.stop(5).wait()
     if config.delete_on_exit:

@@ -76,6 +76,13 @@ class ExtenderConfig:
     1,000 pods, with 1000 none (docs/studies/extender.md). Cyclic garbage that lived long
     enough to reach the oldest generation is freed that much later; the extender makes
     little (its objects are freed by reference counting)."""
+    filter_chosen_only: bool = True
+    """filter answers with the one node the policy chose when a node fits (default true):
+    kube-scheduler then skips its scoring and the prioritize call, one HTTP round trip and
+    the scoring of every feasible node less per pod (docs/studies/scheduling-path.md), and
+    the pod lands where the policy put it. False: every fitting node is kept and
+    prioritize ranks them (for a scheduler configuration with other extenders or score
+    plugins that must see them)."""
     default_gpucores_percent: int = 0
     """``nvidia.com/gpucores`` of a container that gives GPU memory but no cores, percent
     (default 0: the same percentage of the GPU as its memory)."""
@@ -119,6 +126,7 @@ PARSERS: dict[str, Parser] = {
     "relearn_in_background": boolean,
     "relearn_worker": choice(*RELEARN_WORKERS),
     "gc_full_every": integer(1, 1_000_000),
+    "filter_chosen_only": boolean,
     "default_gpucores_percent": integer(0, PERCENT_FULL),
     "max_body_bytes": integer(1024),
     "read_timeout_s": number(0.0, 3600.0),

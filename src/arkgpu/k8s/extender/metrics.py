@@ -34,7 +34,7 @@ class ExtenderMetrics:
             ),
             binds_failed=Counter(
                 f"{PREFIX}_binds_failed",
-                "Binds answered with an error, by stage (decision, annotation, binding).",
+                "Binds answered with an error, by stage (decision, binding).",
                 ["stage"],
                 registry=registry,
             ),

@@ -188,7 +188,7 @@ def start(config: ExtenderConfig, api: ClusterApi, watching: bool = True) -> Run
     sizers = lc_sizers(config)
     scheduler = build_scheduler(config, metrics.relearn_workers_lost.inc, sizers)
     view = ClusterView(scheduler, config.scheduler_name, config.default_gpucores_percent, sizers)
-    extender = Extender(view, api, metrics)
+    extender = Extender(view, api, metrics, config.filter_chosen_only)
     sink = ViewSink(view, metrics)
     timing = WatchConfig(config.resync_s, backoff_max_s=config.backoff_max_s)
     reflectors = [

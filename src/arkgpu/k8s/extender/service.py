@@ -1,21 +1,28 @@
 """filter, prioritize and bind: kube-scheduler's three calls, answered from the cluster view.
 
 - filter: per candidate node, the policy's verdict (and, for an LC pod, the
-  predictor's check); nodes the snapshot has no GPUs for are
-  ``FailedAndUnresolvableNodes``, nodes without room ``FailedNodes``, each
-  with a reason a person can read. A pod that breaks the contract (a bad
-  annotation, two containers asking for GPUs) fails on every node with that
-  reason. The verdicts are kept for the prioritize call that follows.
+  predictor's check). By default (``chosen_only``) the answer keeps only the
+  node the policy chose: kube-scheduler, left with one feasible node, skips
+  scoring and never calls prioritize (one round trip less a pod), and the pod
+  goes where the policy put it. When no node fits, every candidate comes back
+  with its reason: nodes the snapshot has no GPUs for as
+  ``FailedAndUnresolvableNodes``, nodes without room as ``FailedNodes``. A pod
+  that breaks the contract (a bad annotation, two containers asking for GPUs)
+  fails on every node with that reason. With ``chosen_only`` off, every
+  fitting node is kept and the verdicts wait for the prioritize call.
 - prioritize: the policy's best node scores 10, the other fitting nodes 0..9
   in the order of the policy's scores, so kube-scheduler's choice among
   equal totals cannot move a pod off the policy's node.
 - bind: under the view's lock the pod's GPUs are taken in the state (a
   concurrent bind sees them taken, so no GPU is ever promised twice); then,
-  outside the lock, the assignment annotation is written (PATCH, with the
-  pod's UID as precondition) and the Binding subresource POSTed. A failure
-  undoes the placement (and removes the annotation) and answers the error.
-  A pod already annotated for the node asked (a bind cut short by a crash)
-  is only bound; annotated for another node, it is placed again.
+  outside the lock, one write: the Binding subresource, carrying the
+  assignment annotation in its ``metadata.annotations``, which the API server
+  sets on the pod as it binds it (with the pod's UID as precondition). The pod
+  is bound with its assignment or not at all. A refusal undoes the placement
+  and answers the error; a write whose outcome is unknown keeps the pod on its
+  node. A pod already annotated for the node asked (written by an older
+  extender that annotated first) is bound with the same annotation; annotated
+  for another node, it is placed again.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
-from arkgpu.k8s.cluster.api import NOT_FOUND, ApiError, ClusterApi
+from arkgpu.k8s.cluster.api import ApiError, ClusterApi
 from arkgpu.k8s.cluster.objects import PodInfo, read_pod
 from arkgpu.k8s.contract import ANNOTATION_ASSIGNMENT, ContractError
 from arkgpu.k8s.extender import wire
@@ -51,8 +58,16 @@ REMEMBERED_PODS = 10_000
 class Extender:
     """The three verbs over one :class:`ClusterView` and one API adapter."""
 
-    def __init__(self, view: ClusterView, api: ClusterApi, metrics: ExtenderMetrics) -> None:
+    def __init__(
+        self,
+        view: ClusterView,
+        api: ClusterApi,
+        metrics: ExtenderMetrics,
+        chosen_only: bool = True,
+    ) -> None:
         self.view, self.api, self.metrics = view, api, metrics
+        self.chosen_only = chosen_only
+        """filter keeps only the policy's node when one fits (see the module doc)."""
         self._asked: OrderedDict[str, PodInfo] = OrderedDict()
         self._cache: dict[str, tuple[int, Verdicts]] = {}
         self.ready: Callable[[], bool] = lambda: True
@@ -60,7 +75,7 @@ class Extender:
         half-listed snapshot would show GPUs free that pods hold)."""
         self.kill_at = ""
         """Test hook (environment ``ARKGPU_EXTENDER_KILL_AT``): the process SIGKILLs itself
-        right after this step of a bind (``decision``, ``annotation`` or ``binding``)."""
+        right after this step of a bind (``decision`` or ``binding``)."""
 
     def routes(self) -> dict[str, Any]:
         """The POST paths kube-scheduler calls (its filterVerb, prioritizeVerb, bindVerb)."""
@@ -77,6 +92,10 @@ class Extender:
         verdicts, problem = self._verdicts(args)
         if problem:
             return wire.filter_result(args, [], {}, dict.fromkeys(args.node_names, problem))
+        if self.chosen_only:
+            best = verdicts.best(args.node_names)
+            if best is not None:
+                return wire.filter_result(args, [best], {}, {})
         fits = [n for n in args.node_names if n in verdicts.fits]
         names = set(args.node_names)
         failed = {n: r for n, r in verdicts.failed.items() if n in names}
@@ -103,7 +122,9 @@ class Extender:
             if cached and cached[0] == self.view.version and cached[1].covers(args.node_names):
                 return cached[1], ""
             try:
-                verdicts = self.view.verdicts(args.pod, args.node_names)
+                verdicts = self.view.verdicts(
+                    args.pod, args.node_names, reasons=not self.chosen_only
+                )
             except (ContractError, PlacementError, ValueError) as exc:
                 return Verdicts(), str(exc)
             self._cache[uid] = (self.view.version, verdicts)
@@ -141,14 +162,10 @@ class Extender:
         if self._settled(args):
             return
         with self.view.lock:
-            placed, write = self._decide(info, args.node)
+            placed, fresh = self._decide(info, args.node)
         self._step("decision")
+        note = {ANNOTATION_ASSIGNMENT: placed.assignment.to_json()}
         try:
-            if write:
-                written = self._write(args, placed)
-                with self.view.lock:
-                    self.view.saw_version(args.pod_uid, written)
-            self._step("annotation")
             self._call(
                 "binding",
                 self.api.bind_pod,
@@ -156,9 +173,10 @@ class Extender:
                 args.pod_name,
                 args.pod_uid,
                 args.node,
+                note,
             )
         except _WriteError as exc:
-            if not self._undo(args, placed, write, exc.status):
+            if not self._undo(args, placed, fresh, exc.status):
                 raise
         self._step("binding")
         with self.view.lock:
@@ -205,7 +223,7 @@ class Extender:
         return info
 
     def _decide(self, info: PodInfo, node: str) -> tuple[Placed, bool]:
-        """The placement to write, and whether its annotation must be written."""
+        """The placement to write, and whether it is new (not known to be on the pod)."""
         view = self.view
         placed = view.placed.get(info.uid)
         if placed is not None and placed.writing:
@@ -217,50 +235,24 @@ class Extender:
             view.release(info.uid)
         return view.assign(info, node), True
 
-    def _write(self, args: wire.BindingArgs, placed: Placed) -> str:
-        note = {ANNOTATION_ASSIGNMENT: placed.assignment.to_json()}
-        written = self._call(
-            "annotation",
-            self.api.annotate_pod,
-            args.pod_namespace,
-            args.pod_name,
-            args.pod_uid,
-            note,
-        )
-        return str(written.get("metadata", {}).get("resourceVersion", ""))
-
-    def _undo(self, args: wire.BindingArgs, placed: Placed, wrote: bool, status: int) -> bool:
-        """After a failed write; True when the pod is bound to the node asked after all (its
-        Binding's answer was lost earlier). Outcome unknown (the connection was cut: status
-        0): the placement stays, uncertain, on its node. Refused by the API server: the
-        placement goes with its annotation; if that cannot be removed it stays, uncertain."""
+    def _undo(self, args: wire.BindingArgs, placed: Placed, fresh: bool, status: int) -> bool:
+        """After a failed Binding; True when the pod is bound to the node asked after all (its
+        answer was lost earlier). Outcome unknown (the connection was cut: status 0): the
+        placement stays, uncertain, on its node. Refused by the API server: nothing was
+        written, so a new placement goes; one the pod already carried stays."""
         if status == 0:
             with self.view.lock:
                 placed.writing, placed.pinned = False, True
-                placed.confirmed = placed.confirmed and not wrote
+                placed.confirmed = placed.confirmed and not fresh
             return False
         if self._bound_anyway(args):
             with self.view.lock:
                 placed.writing, placed.confirmed, placed.pinned = False, True, False
             return True
-        removed = not wrote
-        if wrote:
-            try:
-                self.api.annotate_pod(
-                    args.pod_namespace, args.pod_name, args.pod_uid, {ANNOTATION_ASSIGNMENT: None}
-                )
-                removed = True
-            except ApiError as exc:
-                removed = exc.status == NOT_FOUND
-                LOG.warning(
-                    "pod %s/%s: annotation not removed: %s", args.pod_namespace, args.pod_name, exc
-                )
         with self.view.lock:
             placed.writing = False
-            if wrote and removed and self.view.placed.get(args.pod_uid) is placed:
+            if fresh and self.view.placed.get(args.pod_uid) is placed:
                 self.view.release(args.pod_uid)
-            elif wrote:
-                placed.confirmed = False
         return False
 
     def _bound_anyway(self, args: wire.BindingArgs) -> bool:

@@ -28,6 +28,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,7 @@ from arkgpu.k8s.contract import AssignedGpu, ContractError, PodAssignment
 from arkgpu.k8s.extender.requests import lc_attributes, model_pod, qos_of
 from arkgpu.k8s.extender.verdicts import Verdicts, rank_group
 from arkgpu.k8s.inventory import Corrections
+from arkgpu.model.arrays import IntArray
 from arkgpu.model.cluster import PlacementError
 from arkgpu.model.gpus import gpu_model, known_gpu_models
 from arkgpu.model.resources import MILLI_PER_GPU, Node, Pod
@@ -100,7 +102,8 @@ class ClusterView:
         self.placed: dict[str, Placed] = {}
         """Pods counted in the state, by UID."""
         self.index: dict[str, int] = {}
-        """Row of each node in the scheduler's state (kept for the node's lifetime)."""
+        """Row in the scheduler's state of each node in it (a node that leaves and comes
+        back gets its row back)."""
         self._sizes: set[int] = set()
         self.version = 0
         """Bumped at every change of the state (filter answers are cached per version)."""
@@ -184,6 +187,7 @@ class ClusterView:
         state.gpu_memory_left[i] = np.where(state.gpu_exists[i], full, 0)
         self.scheduler.leave(name)
         del self.nodes[name]
+        del self.index[name]
         self.version += 1
 
     def replace_nodes(self, infos: Iterable[NodeInfo]) -> None:
@@ -246,10 +250,6 @@ class ClusterView:
         self._seen_version.clear()
         for info in fresh.values():
             self.pod_seen(info)
-
-    def saw_version(self, uid: str, resource_version: str) -> None:
-        """The extender wrote the pod and got this version back."""
-        self._stale(uid, resource_version)
 
     def _stale(self, uid: str, resource_version: str) -> bool:
         version = _version(resource_version)
@@ -332,9 +332,10 @@ class ClusterView:
 
     # -- filter ------------------------------------------------------------------------
 
-    def verdicts(self, info: PodInfo, names: Sequence[str]) -> Verdicts:
+    def verdicts(self, info: PodInfo, names: Sequence[str], reasons: bool = True) -> Verdicts:
         """Per candidate: fits with the policy's score, or why not (ContractError: the pod
-        breaks the contract, no node would do)."""
+        breaks the contract, no node would do); without ``reasons``, the policy's reasons
+        for the nodes that do not fit only when none fits (:func:`rank_group`)."""
         out = Verdicts(list(names))
         placed = self.placed.get(info.uid)
         if placed is not None and placed.stays and not placed.writing:
@@ -342,28 +343,37 @@ class ClusterView:
             reason = f"an earlier bind of this pod has no known outcome yet; it stays on {here}"
             out.failed.update((n, reason) for n in names if n != here)
             names = [n for n in names if n == here]
-        nodes = self.nodes
-        known = [n for n in names if n in nodes]
-        if len(known) < len(names):
-            for name in names:
-                if name not in nodes:
-                    reason = self.refused.get(name) or f"node {name} is not in the ArkGPU snapshot"
-                    out.unknown[name] = reason
-        groups: dict[int, list[str]] = {}
-        if len(self._sizes) <= 1:  # one GPU memory size in the cluster: one group
-            groups = {0: known} if known else {}
-        else:
-            for name in known:
-                groups.setdefault(nodes[name].gpus[0].memory_mib, []).append(name)
+        groups = self._groups(names, out)
         lc_attributes(info)  # a malformed LC annotation refuses every node
         with self._without(info.uid):
-            for members in groups.values():
+            for members, rows in groups:
                 pod = self.request(info, members[0])
                 if info.uid not in self._arrived:
                     self._arrived.add(info.uid)
                     self.scheduler.arrived(pod)
-                rank_group(self.scheduler, pod, members, self.index, out)
+                rank_group(self.scheduler, pod, members, rows, out, reasons)
         return out
+
+    def _groups(self, names: Sequence[str], out: Verdicts) -> list[tuple[list[str], IntArray]]:
+        """The candidates in the snapshot (names and state rows) per GPU memory size; the
+        others go to ``out.unknown`` with their reason. One dict look-up per name, in C."""
+        rows = np.fromiter(map(self.index.get, names, repeat(-1)), np.int64, len(names))
+        known = rows >= 0
+        if not known.all():
+            keep = known.tolist()
+            for name, ok in zip(names, keep, strict=True):
+                if not ok:
+                    why = self.refused.get(name) or f"node {name} is not in the ArkGPU snapshot"
+                    out.unknown[name] = why
+            names, rows = [n for n, ok in zip(names, keep, strict=True) if ok], rows[known]
+        if len(rows) == 0:
+            return []
+        if len(self._sizes) <= 1:  # one GPU memory size in the cluster: one group
+            return [(list(names), rows)]
+        by_size: dict[int, list[int]] = {}
+        for k, name in enumerate(names):
+            by_size.setdefault(self.nodes[name].gpus[0].memory_mib, []).append(k)
+        return [([names[k] for k in ks], rows[ks]) for ks in by_size.values()]
 
     @contextmanager
     def _without(self, uid: str) -> Iterator[None]:

@@ -3,8 +3,9 @@
 The validating webhook refuses ``nvidia.com/gpumem`` over the largest GPU any
 node has. Each node's agent publishes its GPUs in ``arkgpu.io/gpu-inventory``
 (:class:`arkgpu.k8s.contract.NodeInventory`); :class:`NodeWatcher` lists the
-nodes once and then watches them with the official ``kubernetes`` client,
-keeping :class:`GpuMemoryIndex` current. MIG-mode GPUs are left out (ArkGPU does
+nodes once and then watches them through the project's reflector
+(:class:`arkgpu.k8s.cluster.watching.Reflector`), keeping :class:`GpuMemoryIndex`
+current. MIG-mode GPUs are left out (ArkGPU does
 not share them). A node with a malformed inventory counts as having none (its
 agent's log says why; the webhook must not refuse pods over another component's
 bug). Until the first list is in, or while no node has an inventory, the
@@ -17,16 +18,17 @@ import logging
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from arkgpu.k8s import contract
+from arkgpu.k8s.cluster.api import ClusterApi, Json
+from arkgpu.k8s.cluster.watching import Reflector, WatchConfig
 
 LOG = logging.getLogger(__name__)
 
-WATCH_TIMEOUT_S = 300
+WATCH_TIMEOUT_S = 300.0
 """Server-side length of one watch request, seconds (then it is renewed)."""
 RETRY_S = 5.0
-"""Wait after a failed list or watch before the next list, seconds."""
+"""Longest wait after a failed list or watch before the next try, seconds."""
 
 
 def largest_memory_mib(annotations: Mapping[str, str] | None) -> int | None:
@@ -82,67 +84,54 @@ class GpuMemoryIndex:
         return self._listed
 
 
-def _line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300] or type(exc).__name__
+class _IndexSink:
+    """What the node reflector learns, put into a :class:`GpuMemoryIndex`."""
+
+    def __init__(self, index: GpuMemoryIndex) -> None:
+        self.index = index
+
+    def replace(self, resource: str, items: list[Json]) -> None:
+        nodes = {str(n["metadata"]["name"]): _annotations(n) for n in items}
+        self.index.replace_all(nodes)
+        LOG.info("listed %d nodes; largest GPU memory %s MiB", len(nodes), self.index.largest())
+
+    def event(self, resource: str, kind: str, obj: Json) -> None:
+        name = str(obj["metadata"]["name"])
+        if kind == "DELETED":
+            self.index.remove(name)
+        else:
+            self.index.update(name, _annotations(obj))
+
+
+def _annotations(node: Json) -> Mapping[str, str] | None:
+    annotations: Mapping[str, str] | None = node.get("metadata", {}).get("annotations")
+    return annotations
 
 
 class NodeWatcher:
-    """Keeps a :class:`GpuMemoryIndex` current from a list and watch of nodes (a thread)."""
+    """Keeps a :class:`GpuMemoryIndex` current from a list and watch of nodes: the one
+    :class:`~arkgpu.k8s.cluster.watching.Reflector` every ArkGPU component follows the
+    API server with (a broken watch resumes from its last version, a 410 lists again)."""
 
-    def __init__(
-        self, core: Any, watch: Any, index: GpuMemoryIndex, retry_s: float = RETRY_S
-    ) -> None:
-        """``core``: a ``CoreV1Api``; ``watch``: a ``kubernetes.watch.Watch`` (fakes in tests)."""
-        self._core, self._watch, self.index, self.retry_s = core, watch, index, retry_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="node-watch", daemon=True)
+    def __init__(self, api: ClusterApi, index: GpuMemoryIndex, config: WatchConfig) -> None:
+        self.index = index
+        self.reflector = Reflector("nodes", api, _IndexSink(index), config)
 
     @classmethod
     def connect(cls, kubeconfig: Path | None, index: GpuMemoryIndex) -> NodeWatcher:
         """A watcher over the API server of ``kubeconfig`` (None: the pod's service account)."""
-        from kubernetes import client, watch  # noqa: PLC0415 (only when nodes are watched)
+        from arkgpu.k8s.cluster.kube import KubeApi, load_client  # noqa: PLC0415 (kubernetes)
 
-        from arkgpu.k8s.cluster.kube import load_client  # noqa: PLC0415
+        timing = WatchConfig(WATCH_TIMEOUT_S, backoff_max_s=RETRY_S)
+        return cls(KubeApi(load_client(kubeconfig)), index, timing)
 
-        api = client.CoreV1Api(load_client(kubeconfig))
-        return cls(api, watch.Watch(), index)  # type: ignore[no-untyped-call]
-
-    def start(self) -> None:
-        """Lists and watches on a background thread."""
-        self._thread.start()
+    def start(self) -> threading.Thread:
+        """Lists and watches on a background (daemon) thread."""
+        return self.reflector.start()
 
     def stop(self) -> None:
-        """Ends the watch (the thread ends at the next event or timeout)."""
-        self._stop.set()
-        self._watch.stop()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self._watch_from(self._list())
-            except Exception as exc:  # a lost API server must not end the thread: relist
-                LOG.warning(
-                    "node list/watch failed, retrying in %g s: %s", self.retry_s, _line(exc)
-                )
-                self._stop.wait(self.retry_s)
-
-    def _list(self) -> str:
-        nodes = self._core.list_node()
-        self.index.replace_all({n.metadata.name: n.metadata.annotations for n in nodes.items})
-        LOG.info("listed %d nodes; largest GPU memory %s MiB", len(nodes.items), self.largest())
-        return str(nodes.metadata.resource_version)
-
-    def _watch_from(self, version: str) -> None:
-        for event in self._watch.stream(
-            self._core.list_node, resource_version=version, timeout_seconds=WATCH_TIMEOUT_S
-        ):
-            kind, node = event["type"], event["object"]
-            if kind in ("ADDED", "MODIFIED"):
-                self.index.update(node.metadata.name, node.metadata.annotations)
-            elif kind == "DELETED":
-                self.index.remove(node.metadata.name)
-            if self._stop.is_set():
-                return
+        """Ends the watch (the thread ends at the next event or when the watch times out)."""
+        self.reflector.stopping.set()
 
     def largest(self) -> int | None:
         """The index's largest GPU memory, MiB."""
