@@ -12,7 +12,7 @@ SUM := $(shell cat pyproject.toml setup.py | cksum | cut -d' ' -f1)
 DEMO_STAMP := $(VENV)/.demo-$(SUM)
 TEST_STAMP := $(VENV)/.test-$(SUM)
 
-.PHONY: demo test lint typecheck contracts unit sanitize bench native browser control-plane wheel clean
+.PHONY: demo test lint typecheck contracts unit sanitize bench native browser control-plane node wheel clean
 
 # Installs into .venv with the extras given in $(1).
 define install
@@ -59,6 +59,13 @@ browser:
 control-plane:
 	bash scripts/build-control-plane.sh
 
+# The real node of tests/e2e/test_real_node*.py (kubelet, kube-controller-manager, kubectl
+# 1.37.2, containerd 2.4, runc 1.5, the CNI plugins, the pause image), built once per
+# machine from the Go module proxy into ~/.cache/arkgpu/node (docs/studies/real-node.md
+# for the times; a cache hit after that). Its tests run as root.
+node:
+	bash scripts/build-node.sh
+
 # helm v4.3.2 for the chart (deploy/helm/arkgpu) and its tests, built once per
 # machine from the Go module proxy into ~/.cache/arkgpu/helm (about 5 min of CPU the
 # first time: docs/studies/helm.md). The tests build it when they need it.
@@ -66,7 +73,7 @@ control-plane:
 helm:
 	bash scripts/build-helm.sh
 
-unit: $(TEST_STAMP) native browser control-plane
+unit: $(TEST_STAMP) native browser control-plane node
 	ARKGPU_E2E=1 $(BIN)/pytest -q -p no:cacheprovider
 
 # The limiter tests again against the ASan+UBSan build (native/build-asan;
