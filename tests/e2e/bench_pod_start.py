@@ -76,7 +76,11 @@ def measure(core: k8s.CoreV1Api, resource: str, pods: int) -> list[float]:
 
 def summary(seconds: list[float], pods: int) -> dict[str, object]:
     """p50, p99 and max in seconds, how many pods ran, and the load average."""
-    p99 = statistics.quantiles(seconds, n=100)[98] if len(seconds) > 1 else seconds[0]
+    p99 = (
+        statistics.quantiles(seconds, n=100, method="inclusive")[98]
+        if len(seconds) > 1
+        else seconds[0]
+    )
     return {
         "pods": pods,
         "running": len(seconds),
