@@ -1,7 +1,8 @@
 """What the device plugin and the inventory ask of the API server, behind a Protocol.
 
-Three calls: the pods bound to this node, a merge patch of a pod's
-annotations, a merge patch of the node's annotations. Unit tests use an
+Three calls: the pods bound to this node, one pod by name (PreStartContainer
+reads the assignment of the pod the kubelet names), a merge patch of the node's
+annotations. Nothing the kubelet's Allocate waits for goes through here. Unit tests use an
 in-memory implementation; :class:`KubernetesApi` is the real one, over the
 official ``kubernetes`` client (JSON merge patches of ``metadata.annotations``
 only, so nothing else a controller owns is touched).
@@ -34,6 +35,9 @@ class PodInfo:
     """Each container's name and ``resources.limits``, in order."""
     deleting: bool = False
     """``metadata.deletionTimestamp`` is set."""
+    phase: str = "Pending"
+    """``status.phase`` (``Succeeded`` and ``Failed`` are terminal: a pod the kubelet
+    rejected at admission is ``Failed``)."""
 
     @property
     def key(self) -> str:
@@ -48,8 +52,8 @@ class PodApi(Protocol):
         """Every pod bound to ``node``."""
         ...
 
-    def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
-        """Merge ``annotations`` into the pod's."""
+    def pod(self, namespace: str, name: str) -> PodInfo | None:
+        """The pod ``namespace/name`` (None when there is none)."""
         ...
 
 
@@ -78,10 +82,16 @@ class KubernetesApi:
         listed = self._core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
         return [_pod_info(p) for p in listed.items]
 
-    def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
-        """A JSON merge patch of the pod's annotations."""
-        body = {"metadata": {"annotations": annotations}}
-        self._core.patch_namespaced_pod(name, namespace, body, _content_type=MERGE_PATCH)
+    def pod(self, namespace: str, name: str) -> PodInfo | None:
+        """GET the pod (None on 404)."""
+        from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
+        try:
+            return _pod_info(self._core.read_namespaced_pod(name, namespace))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     def annotate_node(self, node: str, annotations: dict[str, str]) -> None:
         """A JSON merge patch of the node's annotations."""
@@ -109,4 +119,5 @@ def _pod_info(pod: Any) -> PodInfo:
         annotations=dict(meta.annotations or {}),
         containers=containers,
         deleting=meta.deletion_timestamp is not None,
+        phase=(pod.status.phase if pod.status is not None else None) or "Pending",
     )
