@@ -274,6 +274,53 @@ def test_reregisters_after_kubelet_restart_and_leaves_on_sigterm(setup: Setup) -
     assert os.path.exists(kubelet.socket)
 
 
+def test_without_nvml_the_plugin_stays_up_unready_with_the_reason(tmp_path: Path) -> None:
+    """No driver libraries in the container (no NVIDIA container toolkit): the process does
+    not exit and restart in a loop; /readyz answers 503 naming NVML and the fix, /healthz 200,
+    nothing registers with the kubelet."""
+    root = Path(tempfile.mkdtemp(prefix="dpn-", dir="/tmp"))
+    (root / "kubelet").mkdir()
+    kubelet = KubeletEmulator(root / "kubelet")
+    kubelet.start()
+    api = HttpApiServer()
+    api.add_node(NODE)
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    with serving(api, root / "kubeconfig") as _:
+        port = _free_port()
+        config = _config(root, root / "kubeconfig", root / "regions", root / "lib.so", port)
+        arkgpu = Path(sys.executable).with_name("arkgpu")
+        with (root / "plugin.log").open("wb") as sink:
+            process = subprocess.Popen(
+                [str(arkgpu), "device-plugin", "run", "--config", str(config)],
+                env=env,
+                stderr=sink,
+            )
+        try:
+            _status, text = kubelet.wait(
+                lambda: (got := _get_or_none(port, "/readyz")) and got[0] == 503 and got,
+                WAIT_S,
+                "unready answer",
+            )
+            assert "NVML" in text
+            assert "NVIDIA container toolkit" in text
+            assert _get(port, "/healthz") == (200, "ok\n")
+            assert process.poll() is None
+            assert kubelet.endpoints == []
+            assert "not ready, retried every" in (root / "plugin.log").read_text()
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+            kubelet.stop()
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _get_or_none(port: int, path: str) -> tuple[int, str] | None:
+    try:
+        return _get(port, path)
+    except OSError:
+        return None
+
+
 def test_pod_json_matches_node_runtime_format(tmp_path: Path) -> None:
     """The region description is what arkgpu.node.pods parses (kept in sync by this test)."""
     assignment = PodAssignment(NODE, (AssignedGpu(0, "GPU-x", 0, 5000),), qos="lc")

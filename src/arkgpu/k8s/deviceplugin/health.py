@@ -2,7 +2,8 @@
 
 - ``/healthz``: 200 while the plugin's loop has run recently (it checks the
   kubelet every ``kubelet_check_s``), else 503: a stuck plugin gets restarted.
-- ``/readyz``: 200 once registered with the kubelet now serving, else 503.
+- ``/readyz``: 200 once registered with the kubelet now serving, else 503 (with the reason
+  when NVML does not start).
 - ``/metrics``: Prometheus text: registrations, allocations, refusals,
   PreStartContainer calls, GPU mismatches, another plugin's devices, GPUs by health.
 """
@@ -82,6 +83,8 @@ def _answer(plugin: DevicePlugin, path: str) -> tuple[int, str]:
         alive = time.monotonic() - plugin.last_tick < stale
         return (200, "ok\n") if alive else (503, "loop stalled\n")
     if path == "/readyz":
+        if plugin.not_ready:
+            return 503, f"not ready: {plugin.not_ready}\n"
         return (200, "ok\n") if plugin.registered else (503, "not registered\n")
     return 404, "not found\n"
 

@@ -35,6 +35,12 @@ from arkgpu.k8s.inventory import InventoryPublisher
 
 REGISTER_TIMEOUT_S = 10.0
 """How long a Register call may take before it is tried again at the next check."""
+NO_NVML_HINT = (
+    "the container needs the NVIDIA driver's libraries: the NVIDIA container toolkit as the "
+    "default runtime or node.runtimeClassName, or privileged with the libraries mounted; "
+    "docs/INSTALL.md"
+)
+"""What a node without NVML in the plugin's container lacks."""
 WORKERS = 8
 """gRPC worker threads: one per open ListAndWatch stream, the rest for the other calls."""
 
@@ -64,6 +70,8 @@ class DevicePlugin:
         self.board = DeviceBoard()
         self.holders = holders
         self.service = DevicePluginService(config, self.board, pods, holders, log)
+        self.not_ready = ""
+        """Why the plugin cannot serve yet (NVML does not start); empty once it has GPUs."""
         self.rescans = 0
         """Periodic scans done (each also collects regions and checks for another plugin)."""
         self.foreign_devices = 0
@@ -185,7 +193,7 @@ class DevicePlugin:
         next_scan = time.monotonic() + self.config.inventory_period_s
         try:
             write_preload_file(self.config)
-            self.scan()
+            self._first_scan(stop)
             while not stop.is_set():
                 if time.monotonic() >= next_scan:
                     self._rescan()
@@ -195,6 +203,27 @@ class DevicePlugin:
                 stop.wait(self.config.kubelet_check_s)
         finally:
             self.close()
+
+    def _first_scan(self, stop: threading.Event) -> None:
+        """Scan until NVML answers, every ``inventory_period_s``: without the driver's libraries
+        in the container (no NVIDIA container toolkit, no runtime class) the plugin stays up,
+        unready with the reason on ``/readyz`` and in the log, instead of restarting in a loop;
+        nothing is served or registered until it has GPUs."""
+        while not stop.is_set():
+            try:
+                self.scan()
+            except OSError as exc:
+                reason = f"{exc} ({NO_NVML_HINT})"
+                if reason != self.not_ready:
+                    self.log(
+                        f"not ready, retried every {self.config.inventory_period_s:g} s: {reason}"
+                    )
+                self.not_ready = reason
+                self.last_tick = time.monotonic()
+                stop.wait(self.config.inventory_period_s)
+            else:
+                self.not_ready = ""
+                return
 
     @property
     def registered(self) -> bool:
