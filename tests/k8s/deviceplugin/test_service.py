@@ -121,7 +121,8 @@ def test_registers_with_a_kubelet_that_starts_after_the_plugin(running: Running)
     """No kubelet.sock at first: the plugin waits, then registers once it appears."""
     running.kubelet.wait(lambda: running.plugin.registrations == 0, 1.0, "not yet")
     _started(running)
-    assert running.plugin.registrations == 1
+    # the emulator may list devices before the plugin's Register call has returned
+    running.kubelet.wait(lambda: running.plugin.registrations == 1, WAIT_S, "registered")
     assert len(running.kubelet.devices()) == 4
     assert running.kubelet.latest().request.options.pre_start_required
 

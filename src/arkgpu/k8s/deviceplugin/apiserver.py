@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+REQUEST_TIMEOUT_S = (3.0, 10.0)
+"""Connect and read timeouts of each call: a kubelet call waiting on one is never stuck."""
 MERGE_PATCH = "application/merge-patch+json"
 """Content type of a JSON merge patch (RFC 7386)."""
 
@@ -79,7 +81,9 @@ class KubernetesApi:
 
     def pods_on_node(self, node: str) -> list[PodInfo]:
         """Every pod bound to ``node`` (a field selector on ``spec.nodeName``)."""
-        listed = self._core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
+        listed = self._core.list_pod_for_all_namespaces(
+            field_selector=f"spec.nodeName={node}", _request_timeout=REQUEST_TIMEOUT_S
+        )
         return [_pod_info(p) for p in listed.items]
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:
@@ -87,11 +91,14 @@ class KubernetesApi:
         from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
         try:
-            return _pod_info(self._core.read_namespaced_pod(name, namespace))
+            found = self._core.read_namespaced_pod(
+                name, namespace, _request_timeout=REQUEST_TIMEOUT_S
+            )
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
+        return _pod_info(found)
 
     def annotate_node(self, node: str, annotations: dict[str, str]) -> None:
         """A JSON merge patch of the node's annotations."""

@@ -55,9 +55,9 @@ def settle(service: DevicePluginService, device_ids: list[str]) -> Settled:
     index = next((g.index for g in gpus if g.uuid == uuids[0]), first.index)
     description = allocating.pod_description(pod, assignment, index, first.memory_mib)
     key = allocating.region_key(device_ids)
-    settle_region(
-        service.config.regions_dir / key, allocating.limits_for(assignment, uuids), description
-    )
+    limits = allocating.limits_for(assignment, uuids)
+    with service.lock:
+        settle_region(service.config.regions_dir / key, limits, description)
     assigned = {g.uuid for g in assignment.gpus}
     mismatch = assigned != set(uuids)
     note = (

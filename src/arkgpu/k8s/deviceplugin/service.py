@@ -87,7 +87,8 @@ class DevicePluginService(DevicePluginServicer):
             holders,
             log,
         )
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
+        """Held while a region is created or written (never across a call off the node)."""
         self.allocations = 0
         """Allocate answers given so far (one per container request)."""
         self.refusals = 0
@@ -149,7 +150,7 @@ class DevicePluginService(DevicePluginServicer):
         """A region per container named after its devices, and what the container gets;
         no call leaves the node, so a repeated Allocate gets the same answer."""
         try:
-            with self._lock:
+            with self.lock:
                 answers = [self._allocate(list(c.devices_ids)) for c in request.container_requests]
         except Exception as exc:
             self._refuse(context, exc)
@@ -172,8 +173,7 @@ class DevicePluginService(DevicePluginServicer):
         :mod:`arkgpu.k8s.deviceplugin.prestart`); an error keeps the container from starting
         and the kubelet tries again at its next sync of the pod."""
         try:
-            with self._lock:
-                done = prestart.settle(self, list(request.devices_ids))
+            done = prestart.settle(self, list(request.devices_ids))
         except Exception as exc:
             self._refuse(context, exc)
         self.prestarts += 1
