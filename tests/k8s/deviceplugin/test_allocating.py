@@ -49,6 +49,9 @@ def test_waiting_pods_skip_terminal_deleting_holding_and_unassigned_ones_oldest_
     assert [p.name for p in waiting] == ["old", "young"]
     assert allocating.preferred_uuids(waiting, NODE, 1) == ("GPU-1",)
     assert allocating.preferred_uuids(waiting, NODE, 2) == ()
+    pair = _pod("pair", "0", (_gpu(2), _gpu(3)))
+    assert allocating.preferred_uuids([pair, *waiting], NODE, 1) == ("GPU-1",)  # exact first
+    assert allocating.preferred_uuids([pair], NODE, 1) == ("GPU-2", "GPU-3")  # its init container
 
 
 def test_the_region_is_named_after_the_devices_in_any_order() -> None:

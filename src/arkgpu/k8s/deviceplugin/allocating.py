@@ -122,15 +122,17 @@ def waiting_pods(
 
 
 def preferred_uuids(waiting: Sequence[PodInfo], node: str, size: int) -> tuple[str, ...]:
-    """The GPUs of the first waiting pod whose assignment has ``size`` GPUs (empty: none)."""
+    """The GPUs of the first waiting pod whose assignment has ``size`` GPUs, else of the first
+    with more (its init container, asking for fewer, is allocated first); empty: none."""
+    assigned = []
     for pod in waiting:
         try:
-            assignment = assignment_of(pod, node)
+            assigned.append(tuple(g.uuid for g in assignment_of(pod, node).gpus))
         except AllocationError:
             continue
-        if len(assignment.gpus) == size:
-            return tuple(g.uuid for g in assignment.gpus)
-    return ()
+    exact = [a for a in assigned if len(a) == size]
+    larger = [a for a in assigned if len(a) > size]
+    return (exact or larger or [()])[0]
 
 
 def matched(assignment: PodAssignment, uuids: Sequence[str]) -> tuple[AssignedGpu, ...]:
