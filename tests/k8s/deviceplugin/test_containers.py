@@ -10,9 +10,12 @@ from pathlib import Path
 from arkgpu.k8s.deviceplugin.config import DevicePluginConfig
 from arkgpu.k8s.deviceplugin.containers import (
     container_response,
+    open_region,
+    settle_region,
     stale_regions,
     write_preload_file,
 )
+from arkgpu.limiter.region import Limits, read_limits
 
 
 def _config(tmp_path: Path, **kwargs: object) -> DevicePluginConfig:
@@ -63,3 +66,17 @@ def test_only_unheld_plugin_regions_past_the_grace_are_stale(tmp_path: Path) -> 
         os.utime(tmp_path / name, (old, old))
     found = stale_regions(tmp_path, {"dev-held"}, 60.0)
     assert [f.name for f in found] == ["dev-free"]
+
+
+def test_a_region_allocated_again_is_closed_and_without_the_old_pod(tmp_path: Path) -> None:
+    """The devices of a pod that ended are allocated to a new pod: the region keeps nothing of
+    the old one (limits closed, no pod.json for the node runtime to adopt) and is fresh."""
+    first = open_region(tmp_path, "dev-x", 1)
+    settle_region(first, Limits((1 << 30,), share_bp=5000), {"kind": "be", "pod_uid": "old"})
+    old = time.time() - 1000
+    os.utime(first, (old, old))
+    again = open_region(tmp_path, "dev-x", 1)
+    assert read_limits(again).share_bp == 0
+    assert read_limits(again).memory_bytes == (0,)
+    assert not (again / "pod.json").exists()
+    assert stale_regions(tmp_path, set(), 60.0) == []

@@ -22,6 +22,7 @@ The container gets:
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from collections.abc import Mapping, Sequence
@@ -46,11 +47,17 @@ CONTROL_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
 
 
 def open_region(regions_dir: Path, key: str, gpus: int) -> Path:
-    """The region ``key``, created with closed limits unless it exists (a repeated Allocate,
-    or an app container reusing its init container's devices)."""
+    """The region ``key``, (re)created with closed limits and no ``pod.json``.
+
+    The kubelet calls Allocate at admission, before any container of the pod runs, and
+    never again for a running container; so whatever a region of the same devices held
+    (a pod that ended, the init container's Allocate) is from no running container, and
+    the fresh files (and folder time) keep the collection from taking the region.
+    """
     directory = regions_dir / key
-    if not (directory / LIMITS_FILE).is_file():
-        create_region(directory, closed_limits(gpus))
+    create_region(directory, closed_limits(gpus))
+    (directory / POD_FILE).unlink(missing_ok=True)
+    os.utime(directory)
     return directory
 
 
