@@ -111,6 +111,9 @@ class InventoryGpu:
     """MIG mode enabled (such a GPU is not shared by ArkGPU)."""
     healthy: bool = True
     """False after an XID error or a failed NVML query; the extender places nothing on it."""
+    minor: int | None = None
+    """Minor number of its device node ``/dev/nvidia<minor>`` (NVML's, which need not be the
+    index); None: unknown, the index is used. Node-local: not in the annotation."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,6 +98,7 @@ def _read(nv: Any, index: int) -> InventoryGpu:
         model=_text(nv.nvmlDeviceGetName(handle)),
         memory_mib=max(1, int(nv.nvmlDeviceGetMemoryInfo(handle).total) // MIB),
         mig=mig,
+        minor=int(nv.nvmlDeviceGetMinorNumber(handle)),
     )
 
 

@@ -45,6 +45,7 @@ def _nvml(lost: set[int], count: int = 2, init_fails: bool = False) -> Any:
         nvmlDeviceGetUUID=lambda h: f"GPU-{h}".encode(),
         nvmlDeviceGetName=lambda _: "H200",
         nvmlDeviceGetMemoryInfo=lambda _: memory,
+        nvmlDeviceGetMinorNumber=lambda h: 7 - h,
     )
 
 
@@ -55,12 +56,15 @@ def test_a_lost_gpu_keeps_its_identity_and_turns_unhealthy(monkeypatch: pytest.M
     monkeypatch.setitem(sys.modules, "pynvml", _nvml(lost))
     gpus = NvmlGpus()
     first = gpus.scan()
-    assert [(g.uuid, g.model, g.memory_mib, g.healthy) for g in first] == [
-        ("GPU-0", "H200", 8192, True),
-        ("GPU-1", "H200", 8192, True),
+    assert [(g.uuid, g.model, g.memory_mib, g.healthy, g.minor) for g in first] == [
+        ("GPU-0", "H200", 8192, True, 7),
+        ("GPU-1", "H200", 8192, True, 6),
     ]
     lost.add(1)
-    assert gpus.scan() == (first[0], InventoryGpu(1, "GPU-1", "H200", 8192, healthy=False))
+    assert gpus.scan() == (
+        first[0],
+        InventoryGpu(1, "GPU-1", "H200", 8192, healthy=False, minor=6),
+    )
     fresh = NvmlGpus()
     assert [(g.index, g.uuid, g.healthy) for g in fresh.scan()] == [
         (0, "GPU-0", True),

@@ -116,6 +116,16 @@ EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned *current, unsi
     *current = *pending = 0; /* NVML_DEVICE_MIG_DISABLE */
     return NVML_SUCCESS;
 }
+/* The device node's minor number (/dev/nvidia<minor>): the index plus
+ * FAKEGPU_NVML_MINOR_OFFSET (default 0), so a test can tell the two apart as on
+ * hosts where the driver numbered the GPUs in another order than NVML's index. */
+EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t d, unsigned *minor) {
+    if (!valid(d)) return NVML_ERROR_INVALID_ARGUMENT;
+    if (lost(d)) return FAKE_NVML_ERROR_GPU_IS_LOST;
+    const char *offset = getenv("FAKEGPU_NVML_MINOR_OFFSET");
+    *minor = (unsigned)(index_of(d) + (offset ? atoi(offset) : 0));
+    return NVML_SUCCESS;
+}
 EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned len) {
     snprintf(version, len, "fake-550.0");
     return NVML_SUCCESS;
