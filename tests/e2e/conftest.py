@@ -28,7 +28,7 @@ from .controlplane import (
     write_extender_scheduler_config,
 )
 from .processes import ControlPlaneError
-from .realnode import RealNode, RealNodeConfig, build_node, running_node
+from .realnode import RealNode, RealNodeConfig, build_node, node_plane_config, running_node
 
 collect_ignore_glob = [] if enabled() else ["test_*.py"]
 
@@ -137,17 +137,7 @@ def real_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNode]:
     """A control plane of its own (kube-controller-manager runs beside it and creates every
     namespace's ServiceAccount, which the ``namespace`` fixture creates by hand) and the real
     node joined to it: containerd, kubelet, the fake GPUs. Torn down at the session's end."""
-    workdir = tmp_path_factory.mktemp("real-node-plane")
-    pki_dir = workdir / "pki"  # running_control_plane writes the admin's certificate there
-    config = ControlPlaneConfig(
-        bin_dir=build_control_plane(),
-        workdir=workdir,
-        apiserver_args=(  # kubectl logs and exec: the API server calls kubelet as the admin
-            f"--kubelet-client-certificate={pki_dir / 'admin.crt'}",
-            f"--kubelet-client-key={pki_dir / 'admin.key'}",
-            "--kubelet-preferred-address-types=InternalIP",  # the node's name is in no DNS
-        ),
-    )
+    config = node_plane_config(tmp_path_factory.mktemp("real-node-plane"))
     with (
         running_control_plane(config) as plane,
         running_node(plane, build_node(), RealNodeConfig()) as node,

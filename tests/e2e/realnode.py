@@ -25,7 +25,13 @@ from typing import TypeVar
 from kubernetes import client as k8s
 
 from . import node_host, processes
-from .controlplane import REPO, ControlPlane, free_port
+from .controlplane import (
+    REPO,
+    ControlPlane,
+    ControlPlaneConfig,
+    build_control_plane,
+    free_port,
+)
 from .node_fakegpu import FakeGpuConfig, FakeGpuNode, install
 from .node_runtime import NodePaths, ctr, import_image, node_ip, write_configs
 
@@ -78,6 +84,21 @@ class RealNode:
     def import_image(self, archive: Path) -> None:
         """Loads an OCI archive into the node's containerd, as pods' images are found."""
         import_image(self.paths, archive)
+
+
+def node_plane_config(workdir: Path) -> ControlPlaneConfig:
+    """A control plane for the real node: its API server calls kubelet (``kubectl logs``,
+    ``exec``) as the admin, at the node's InternalIP (its name is in no DNS)."""
+    pki_dir = workdir / "pki"  # running_control_plane writes the admin's certificate there
+    return ControlPlaneConfig(
+        bin_dir=build_control_plane(),
+        workdir=workdir,
+        apiserver_args=(
+            f"--kubelet-client-certificate={pki_dir / 'admin.crt'}",
+            f"--kubelet-client-key={pki_dir / 'admin.key'}",
+            "--kubelet-preferred-address-types=InternalIP",
+        ),
+    )
 
 
 def build_node() -> Path:

@@ -19,10 +19,9 @@ import pytest
 
 from .node_cdi_plugin import serving_cdi_plugin
 from .node_images import WORKLOAD_IMAGE, build_workload_image
+from .node_pods import POD_WAIT_S, apply_manifest, wait_succeeded
 from .realnode import RealNode
 
-POD_WAIT_S = 180.0
-"""Bound for a pod to finish: 1-2 s on an idle machine; room for a load average of 8."""
 MIB = 1 << 20
 
 
@@ -80,27 +79,6 @@ def _gpu_pod(name: str, resource: str, script: str) -> dict[str, Any]:
     }
 
 
-def _apply(node: RealNode, namespace: str, manifest: dict[str, Any], directory: Path) -> None:
-    path = directory / f"{manifest['metadata']['name']}.json"
-    path.write_text(json.dumps(manifest), encoding="utf-8")
-    node.kubectl("apply", "-n", namespace, "-f", str(path))
-
-
-def _wait_succeeded(node: RealNode, namespace: str, name: str) -> str:
-    """Waits for the pod to succeed; its log. A failed pod fails the test with its status."""
-    deadline = time.monotonic() + POD_WAIT_S
-    while True:
-        pod = json.loads(node.kubectl("get", "pod", name, "-n", namespace, "-o", "json"))
-        phase = pod["status"].get("phase")
-        if phase == "Succeeded":
-            return node.kubectl("logs", name, "-n", namespace)
-        assert phase != "Failed", f"pod {name} failed: {json.dumps(pod['status'])[:2000]}"
-        assert time.monotonic() < deadline, (
-            f"pod {name} still {phase}: {json.dumps(pod['status'])[:2000]}"
-        )
-        time.sleep(0.5)
-
-
 def test_node_is_ready_on_the_vm_address(real_node: RealNode) -> None:
     """kubelet registered the node with the interface's address, and it is Ready."""
     got = json.loads(real_node.kubectl("get", "node", real_node.name, "-o", "json"))
@@ -121,8 +99,8 @@ def test_a_pod_sees_the_fake_gpu_through_cdi(
         "set -e; test -c /dev/nvidia0; test -c /dev/nvidiactl; test -c /dev/nvidia-uvm; "
         "echo info | arkgpu-cubench script; echo nvml | arkgpu-cubench script"
     )
-    _apply(node, node_namespace, _gpu_pod("sees-gpu", resource, script), tmp_path)
-    lines = _wait_succeeded(node, node_namespace, "sees-gpu").split()
+    apply_manifest(node, node_namespace, _gpu_pod("sees-gpu", resource, script), tmp_path)
+    lines = wait_succeeded(node, node_namespace, "sees-gpu").split()
     free, total = int(lines[0]), int(lines[1])
     assert total == node.gpu.config.memory_mib * MIB
     assert 0 < free <= total
@@ -145,10 +123,10 @@ def test_two_containers_on_one_gpu_contend(
     would get all of it if each container had a GPU of its own)."""
     node, resource = cdi_node
     for name in ("load-a", "load-b"):
-        _apply(
+        apply_manifest(
             node, node_namespace, _gpu_pod(name, resource, "arkgpu-cubench load 10 2000"), tmp_path
         )
-    runs = [json.loads(_wait_succeeded(node, node_namespace, n)) for n in ("load-a", "load-b")]
+    runs = [json.loads(wait_succeeded(node, node_namespace, n)) for n in ("load-a", "load-b")]
     assert all(r["error"] == 0 for r in runs)
     start = max(r["t_ns"][0] for r in runs)
     end = min(r["t_ns"][-1] for r in runs)

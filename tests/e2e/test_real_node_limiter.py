@@ -12,8 +12,6 @@ MiB, 30% of GPU 0): the assignment annotation, bound to the node.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,31 +21,15 @@ import pytest
 
 from arkgpu.k8s import contract
 from arkgpu.k8s.contract import AssignedGpu, PodAssignment
-from arkgpu.limiter import native
 
-from .node_host import DATA_ROOT
+from .node_arkgpu import serving_arkgpu_plugin
 from .node_images import WORKLOAD_IMAGE, build_workload_image
+from .node_pods import POD_WAIT_S, apply_manifest, wait_succeeded
 from .realnode import RealNode
-from .test_real_node import POD_WAIT_S, _apply, _wait_succeeded
 
 MIB = 1 << 20
 CAP_MIB = 3000
 SHARE_BP = 3000
-
-
-def _plugin_config(node: RealNode, root: Path) -> str:
-    lines = {
-        "node_name": node.name,
-        "kubeconfig": str(node.plane.admin_kubeconfig),
-        "regions_dir": str(root / "regions"),
-        "library_path": str(native.stage(root / "native") / "libarkgpu_limiter.so"),
-        "preload_file": str(root / "ld.so.preload"),
-        "pod_resources_socket": str(node.paths.root / "kubelet" / "pod-resources" / "kubelet.sock"),
-        "dev_root": str(node.gpu.dev_dir),
-        "device_list_strategy": "cdi",
-    }
-    body = "".join(f"{k} = {json.dumps(v)}\n" for k, v in lines.items())
-    return body + "inventory_period_s = 1.0\nkubelet_check_s = 0.5\nport = 0\n"
 
 
 @pytest.fixture(scope="module")
@@ -56,35 +38,8 @@ def arkgpu_node(
 ) -> Iterator[RealNode]:
     """The node with the workload image and ArkGPU's device plugin serving it."""
     real_node.import_image(build_workload_image(tmp_path_factory.mktemp("images")))
-    root = DATA_ROOT / "arkgpu"
-    root.mkdir(parents=True, exist_ok=True)
-    config = root / "plugin.toml"
-    config.write_text(_plugin_config(real_node, root), encoding="utf-8")
-    env = native.container_env(None, real_node.gpu.state_dir / "state", preload=False)
-    env.update(real_node.gpu.env, FAKEGPU_STATE=str(real_node.gpu.state_dir / "state"))
-    arkgpu = Path(sys.executable).with_name("arkgpu")
-    with (real_node.paths.logs / "device-plugin.log").open("wb") as log:
-        plugin = subprocess.Popen(
-            [str(arkgpu), "device-plugin", "run", "--config", str(config)], env=env, stderr=log
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while _allocatable(real_node) < 1:
-            log_text = (real_node.paths.logs / "device-plugin.log").read_text()[-3000:]
-            assert plugin.poll() is None, log_text
-            assert time.monotonic() < deadline, (
-                f"nvidia.com/gpu never reached the node:\n{log_text}"
-            )
-            time.sleep(0.5)
+    with serving_arkgpu_plugin(real_node):
         yield real_node
-    finally:
-        plugin.terminate()
-        plugin.wait(timeout=30)
-
-
-def _allocatable(node: RealNode) -> int:
-    got = json.loads(node.kubectl("get", "node", node.name, "-o", "json"))
-    return int(got["status"].get("allocatable", {}).get(contract.RESOURCE_GPU, "0"))
 
 
 def _hami_pod(name: str, node: RealNode, script: str) -> dict[str, object]:
@@ -130,8 +85,8 @@ def test_a_container_runs_under_its_memory_cap_and_share(
         f"printf 'info\\nalloc alloc {two_gib}\\nalloc alloc {two_gib}\\n' | arkgpu-cubench script"
         " && arkgpu-cubench load 5 2000"
     )
-    _apply(node, namespace, _hami_pod("hami", node, script), tmp_path)
-    lines = _wait_succeeded(node, namespace, "hami").splitlines()
+    apply_manifest(node, namespace, _hami_pod("hami", node, script), tmp_path)
+    lines = wait_succeeded(node, namespace, "hami").splitlines()
     free, total = (int(x) for x in lines[0].split())
     assert total == CAP_MIB * MIB
     assert free <= total
