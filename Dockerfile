@@ -16,7 +16,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN CFLAGS=-O2 python3 -m pip wheel -q --no-deps -w /wheels . \
+RUN CFLAGS=-O2 SOURCE_DATE_EPOCH=1767225600 python3 -m pip wheel -q --no-deps -w /wheels . \
  && python3 -m pip download -q --no-deps --only-binary=:all: -d /wheels \
         -r deploy/image/requirements.txt pip==26.3
 

@@ -2,7 +2,8 @@
 
 Prints the archive's path as its last line. Options: ``--out PATH`` (default
 ``dist/arkgpu-image-<version>.tar``), ``--cache DIR`` (default
-``~/.cache/arkgpu/image``).
+``~/.cache/arkgpu/image``), ``--cuda-program``: build the plain image of the CUDA
+program instead (``make cuda-image``; default ``dist/arkgpu-cuda-program-<version>.tar``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from imagebuild.building import Paths, build
+from imagebuild.building import Paths, build, build_cuda_image
 from imagebuild.spec import SpecError, load
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,11 +26,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="imagebuild", description=__doc__)
     parser.add_argument("--out", type=Path, help="the archive to write")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache/arkgpu/image")
+    parser.add_argument("--cuda-program", action="store_true", help="the CUDA program's image")
     args = parser.parse_args()
     try:
         spec = load(REPO)
-        out = args.out or REPO / "dist" / f"arkgpu-image-{spec.tag}.tar"
-        path = build(Paths(REPO, args.cache, out.resolve()), spec)
+        kind = "cuda-program" if args.cuda_program else "image"
+        out = (args.out or REPO / "dist" / f"arkgpu-{kind}-{spec.tag}.tar").resolve()
+        steps = build_cuda_image if args.cuda_program else build
+        path = steps(Paths(REPO, args.cache, out), spec)
     except (SpecError, OSError, subprocess.CalledProcessError) as exc:
         print(f"imagebuild: error: {exc}", file=sys.stderr)
         return 1

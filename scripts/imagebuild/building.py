@@ -38,6 +38,10 @@ BASE_PRUNE = (
     "etc/resolv.conf",
 )
 
+#: C flags of the image's wheel: the Makefile's without -g (debug information
+#: names the build's temporary folder, so two builds would differ).
+WHEEL_CFLAGS = "-O2"
+
 
 @dataclass(frozen=True)
 class Paths:
@@ -112,14 +116,18 @@ def gather_wheels(paths: Paths, spec: ImageSpec, work: Path) -> Path:
     """A directory with ArkGPU's wheel (built now), the pinned wheels and pip's."""
     wheels = work / "wheels"
     wheels.mkdir()
-    env = {**os.environ, "CFLAGS": "-O2"}  # no -g: debug info names the build's temporary path
+    # The wheel's zip entries carry SOURCE_DATE_EPOCH, not the checkout's times:
+    # pip records the wheel's hash in the image (direct_url.json).
+    env = {**os.environ, "CFLAGS": WHEEL_CFLAGS, "SOURCE_DATE_EPOCH": str(spec.epoch)}
     run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
          str(paths.repo)], env=env)  # fmt: skip
     download = paths.cache / "wheels"
-    run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-         "-d", str(download), "-r", str(paths.repo / SPEC_DIR / "requirements.txt"),
-         spec.installer])  # fmt: skip
+    download.mkdir(parents=True, exist_ok=True)
     wanted = {*spec.requirements, spec.installer}
+    missing = wanted - {_pin(wheel) for wheel in download.glob("*.whl")}
+    if missing:  # a warm build needs no index
+        run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+             "-d", str(download), *sorted(missing)])  # fmt: skip
     for wheel in download.glob("*.whl"):
         if _pin(wheel) in wanted:
             os.link(wheel, wheels / wheel.name)
@@ -168,6 +176,7 @@ def build(paths: Paths, spec: ImageSpec) -> Path:
         raise PermissionError("make image needs root (mmdebstrap, chroot and bind mounts)")
     started = time.monotonic()
     rootfs, base = build_base(paths, spec)
+    _remove_stale_work(paths.cache)
     work = paths.cache / f"work-{os.getpid()}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -180,4 +189,40 @@ def build(paths: Paths, spec: ImageSpec) -> Path:
         shutil.rmtree(work, ignore_errors=True)
     size = paths.out.stat().st_size / 2**20
     log(f"{spec.name}: {size:.1f} MiB in {time.monotonic() - started:.0f} s")
+    return paths.out
+
+
+def _remove_stale_work(cache: Path) -> None:
+    """Remove the work folders of builds that were killed (their process is gone)."""
+    for folder in cache.glob("work-*"):
+        pid = folder.name.removeprefix("work-")
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+#: The CUDA program's source, relative to the repository.
+CUDA_PROGRAM = SPEC_DIR / "cuda-program" / "cuda_program.c"
+
+
+def build_cuda_image(paths: Paths, spec: ImageSpec) -> Path:
+    """The plain image of the CUDA program: the Debian base and one layer with
+    /usr/local/bin/cuda-program, compiled here without a CUDA toolkit."""
+    if os.geteuid() != 0:
+        raise PermissionError("make cuda-image needs root (mmdebstrap for the Debian base)")
+    _, base = build_base(paths, spec)
+    work = paths.cache / f"work-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "layer" / "usr" / "local" / "bin").mkdir(parents=True)
+    try:
+        program = work / "layer" / "usr" / "local" / "bin" / "cuda-program"
+        run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11", "-o", str(program),
+             str(paths.repo / CUDA_PROGRAM), "-ldl"])  # fmt: skip
+        program.chmod(0o755)
+        layer = write_layer(work / "layer", work / "blobs", spec.epoch, f"gcc -O2 {CUDA_PROGRAM}")
+        shutil.copy2(paths.cache / "blobs" / base.digest.removeprefix("sha256:"), work / "blobs")
+        paths.out.parent.mkdir(parents=True, exist_ok=True)
+        name = f"{spec.cuda_repository}:{spec.tag}"
+        write_archive(paths.out, work / "blobs", name, spec.cuda_config, [base, layer], spec.epoch)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return paths.out

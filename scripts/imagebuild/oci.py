@@ -70,7 +70,7 @@ class ImageConfig:
 class _Hashing:
     """A file-like sink that hashes and counts what it writes, then passes it on."""
 
-    def __init__(self, sink: IO[bytes] | None) -> None:
+    def __init__(self, sink: IO[bytes] | gzip.GzipFile | None) -> None:
         self.sha = hashlib.sha256()
         self.count = 0
         self.sink = sink
@@ -229,9 +229,9 @@ def _write_outer(
             archive.addfile(_file_info(member, len(data), epoch), io.BytesIO(data))
         for digest in dict.fromkeys(digests):
             blob = blobs / digest.removeprefix("sha256:")
-            with blob.open("rb") as data:
+            with blob.open("rb") as stream:
                 info = _file_info(_blob_path(digest), blob.stat().st_size, epoch)
-                archive.addfile(info, data)
+                archive.addfile(info, stream)
     os.replace(partial, out)
 
 
@@ -239,3 +239,30 @@ def _file_info(name: str, size: int, epoch: int) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.size, info.mtime, info.mode = size, epoch, 0o644
     return info
+
+
+def read_image(archive: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The index, manifest and config of the archive's (first) image."""
+    with tarfile.open(archive) as outer:
+
+        def document(name: str) -> dict[str, Any]:
+            member = outer.extractfile(name)
+            assert member is not None, name
+            loaded: dict[str, Any] = json.load(member)
+            return loaded
+
+        index = document("index.json")
+        manifest = document(_blob_path(index["manifests"][0]["digest"]))
+        return index, manifest, document(_blob_path(manifest["config"]["digest"]))
+
+
+def unpack(archive: Path, dest: Path) -> None:
+    """Extract the image's layers in order into ``dest`` (a container's root file
+    system; our layers hold no whiteouts)."""
+    _, manifest, _ = read_image(archive)
+    with tarfile.open(archive) as outer:
+        for layer in manifest["layers"]:
+            blob = outer.extractfile(_blob_path(layer["digest"]))
+            assert blob is not None, layer["digest"]
+            with tarfile.open(fileobj=blob, mode="r|gz") as inner:
+                inner.extractall(dest, filter="fully_trusted")

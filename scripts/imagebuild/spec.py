@@ -43,6 +43,10 @@ class ImageSpec:
     """Pinned Python packages besides ArkGPU (requirements.txt, ``name==version``)."""
     config: ImageConfig
     """Entrypoint, command, environment, working directory and labels."""
+    cuda_repository: str
+    """Name without tag of the plain image that runs the CUDA program."""
+    cuda_config: ImageConfig
+    """Its configuration: its own entrypoint and command, the rest as ``config``."""
 
     @property
     def name(self) -> str:
@@ -73,7 +77,17 @@ def load(repo: Path) -> ImageSpec:
     except (OSError, tomllib.TOMLDecodeError, KeyError) as exc:
         raise SpecError(f"{where}: {exc}") from exc
     image, config = doc.get("image", {}), doc.get("config", {})
+    cuda = doc.get("cuda-program", {})
     labels = {**config.get("labels", {}), "org.opencontainers.image.version": version}
+    main = _config(config, labels, where)
+    cuda_labels = {**labels, "org.opencontainers.image.title": "cuda-program"}
+    cuda_config = ImageConfig(
+        entrypoint=list(_field(cuda, "entrypoint", list, where)),  # type: ignore[call-overload]
+        cmd=list(_field(cuda, "cmd", list, where)),  # type: ignore[call-overload]
+        env=main.env,
+        workdir=main.workdir,
+        labels=cuda_labels,
+    )
     return ImageSpec(
         repository=str(_field(image, "repository", str, where)),
         tag=version,
@@ -83,13 +97,19 @@ def load(repo: Path) -> ImageSpec:
         epoch=int(_field(image, "epoch", int, where)),  # type: ignore[call-overload]
         packages=listed(spec_dir / "packages.txt"),
         requirements=listed(spec_dir / "requirements.txt"),
-        config=ImageConfig(
-            entrypoint=list(_field(config, "entrypoint", list, where)),  # type: ignore[call-overload]
-            cmd=list(_field(config, "cmd", list, where)),  # type: ignore[call-overload]
-            env=dict(_field(config, "env", dict, where)),  # type: ignore[call-overload]
-            workdir=str(_field(config, "workdir", str, where)),
-            labels=labels,
-        ),
+        config=main,
+        cuda_repository=str(_field(cuda, "repository", str, where)),
+        cuda_config=cuda_config,
+    )
+
+
+def _config(config: dict[str, object], labels: dict[str, str], where: str) -> ImageConfig:
+    return ImageConfig(
+        entrypoint=list(_field(config, "entrypoint", list, where)),  # type: ignore[call-overload]
+        cmd=list(_field(config, "cmd", list, where)),  # type: ignore[call-overload]
+        env=dict(_field(config, "env", dict, where)),  # type: ignore[call-overload]
+        workdir=str(_field(config, "workdir", str, where)),
+        labels=labels,
     )
 
 
