@@ -189,6 +189,7 @@ def write_archive(
     manifest_digest, manifest_size = _json_blob(blobs, manifest)
     tag = name.rsplit(":", 1)[1]
     described = _descriptor(MANIFEST, manifest_digest, manifest_size)
+    described["platform"] = {"architecture": "amd64", "os": "linux"}  # ctr's platform filter
     described["annotations"] = {
         "io.containerd.image.name": name,
         "org.opencontainers.image.ref.name": tag,

@@ -318,16 +318,41 @@ def test_every_installed_requirement_is_satisfied(built: tuple[Path, Path]) -> N
             assert requirement.specifier.contains(found.version, prereleases=True), (name, line)
 
 
+@pytest.fixture
+def node_driver(tmp_path: Path) -> tuple[Path, int, dict[str, str]]:
+    """The node's side of a GPU container: the fake driver and the limiter (the
+    node's native build) and a region of 3,000 MiB and 30 % in one folder, to be
+    mounted at /mnt, and the environment a CDI spec would give; the container's
+    user (the region's owner)."""
+    from arkgpu.limiter import Limits, native  # noqa: PLC0415
+    from arkgpu.limiter.containers import FakeContainer, make_world_readable  # noqa: PLC0415
+
+    node = tmp_path / "node"
+    node.mkdir()
+    make_world_readable(tmp_path)
+    make_world_readable(node)
+    assert (native.stage(node / "driver") / "fake" / "libcuda.so.1").exists()
+    limits = Limits((3000 << 20,), share_bp=3000)
+    box = FakeContainer.create(node / "region", node / "fakegpu", limits)
+    env = {
+        "LD_LIBRARY_PATH": "/mnt/driver/fake",
+        "LD_PRELOAD": "/mnt/driver/libarkgpu_limiter.so",
+        "ARKGPU_REGION_DIR": "/mnt/region",
+        "FAKEGPU_STATE": "/mnt/fakegpu",
+    }
+    return node, box.user if box.user is not None else os.geteuid(), env
+
+
 def test_the_cuda_program_image_runs_on_the_node_driver_under_the_limiter(
-    built: tuple[Path, Path], cuda_built: tuple[Path, Path], tmp_path: Path, spec: ImageSpec
+    built: tuple[Path, Path],
+    cuda_built: tuple[Path, Path],
+    node_driver: tuple[Path, int, dict[str, str]],
+    spec: ImageSpec,
 ) -> None:
     """The plain image shares the arkgpu image's Debian layer and has no driver of
     its own; given the node's (the fake libcuda and the limiter, mounted and named
     in its environment as a CDI spec does) it sees a 3,000 MiB cap and is refused
     past it, read-only, without capabilities, as the container user."""
-    from arkgpu.limiter import Limits, native  # noqa: PLC0415
-    from arkgpu.limiter.containers import FakeContainer, make_world_readable  # noqa: PLC0415
-
     archive, root = cuda_built
     index, manifest, config = read_image(archive)
     assert index["manifests"][0]["annotations"]["io.containerd.image.name"] == (
@@ -336,23 +361,26 @@ def test_the_cuda_program_image_runs_on_the_node_driver_under_the_limiter(
     assert manifest["layers"][0] == read_image(built[0])[1]["layers"][0]
     assert config["config"]["Entrypoint"] == ["cuda-program"]
     assert not list(root.glob("usr/lib/x86_64-linux-gnu/libcuda*"))
-    node = tmp_path / "node"
-    node.mkdir()
-    make_world_readable(tmp_path)
-    make_world_readable(node)
-    staged = native.stage(node / "driver")
-    box = FakeContainer.create(node / "region", node / "fakegpu", Limits((3000 << 20,)))
-    inside = {
-        "LD_LIBRARY_PATH": "/mnt/driver/fake",
-        "LD_PRELOAD": "/mnt/driver/libarkgpu_limiter.so",
-        "ARKGPU_REGION_DIR": "/mnt/region",
-        "FAKEGPU_STATE": "/mnt/fakegpu",
-    }
-    assert (staged / "fake" / "libcuda.so.1").exists()
-    user = box.user if box.user is not None else os.geteuid()
+    node, user, env = node_driver
     runs = {}
     for args in (["cuda-program", "info"], ["cuda-program", "alloc", "3001"]):
-        done = in_image(root, args, user=user, bind=(node, "/mnt"), env=inside)
+        done = in_image(root, args, user=user, bind=(node, "/mnt"), env=env)
         runs[args[1]] = (done.returncode, json.loads(done.stdout or "null"), done.stderr)
     assert runs["info"][:2] == (0, {"free_mib": 3000, "total_mib": 3000}), runs
     assert runs["alloc"][:2] == (2, {"mib": 3001, "result": "out_of_memory"}), runs
+
+
+def test_the_be_workload_runs_in_the_arkgpu_image_at_its_share(
+    built: tuple[Path, Path], node_driver: tuple[Path, int, dict[str, str]]
+) -> None:
+    """``arkgpu workload be`` (the BE workload image is the arkgpu image with these
+    arguments) drives the node's GPU through the image's kernel runner under the
+    limiter: near its 30 % share."""
+    _, root = built
+    node, user, env = node_driver
+    argv = ["arkgpu", "workload", "be", "--seconds", "3", "--kernel-us", "2000"]
+    done = in_image(root, argv, user=user, bind=(node, "/mnt"), env=env)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert 0.2 < report["busy_share"] < 0.4, report
+    assert report["iterations"] > 100

@@ -90,6 +90,7 @@ def test_the_archive_names_the_image_and_unpacks_to_the_tree(tmp_path: Path) -> 
         "io.containerd.image.name": name,
         "org.opencontainers.image.ref.name": "0.1.0",
     }
+    assert index["manifests"][0]["platform"] == {"architecture": "amd64", "os": "linux"}
     assert config["rootfs"]["diff_ids"] == [layer.diff_id]
     assert config["config"]["Entrypoint"] == ["arkgpu"]
     assert manifest["layers"][0]["digest"] == layer.digest
