@@ -119,8 +119,9 @@ def gather_wheels(paths: Paths, spec: ImageSpec, work: Path) -> Path:
     # The wheel's zip entries carry SOURCE_DATE_EPOCH, not the checkout's times:
     # pip records the wheel's hash in the image (direct_url.json).
     env = {**os.environ, "CFLAGS": WHEEL_CFLAGS, "SOURCE_DATE_EPOCH": str(spec.epoch)}
+    source = clean_copy(paths.repo, work / "source")
     run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
-         str(paths.repo)], env=env)  # fmt: skip
+         str(source)], env=env)  # fmt: skip
     download = paths.cache / "wheels"
     download.mkdir(parents=True, exist_ok=True)
     wanted = {*spec.requirements, spec.installer}
@@ -132,6 +133,21 @@ def gather_wheels(paths: Paths, spec: ImageSpec, work: Path) -> Path:
         if _pin(wheel) in wanted:
             os.link(wheel, wheels / wheel.name)
     return wheels
+
+
+def clean_copy(repo: Path, dest: Path) -> Path:
+    """The files a clone of ``repo`` holds (tracked, and new files git does not
+    ignore) copied to ``dest``: the wheel is built from them alone, never from an
+    earlier build's leftovers (setuptools' build/ keeps files deleted since)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=repo, capture_output=True, check=True,
+    )  # fmt: skip
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        if (repo / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(repo / name, dest / name)
+    return dest
 
 
 def _pin(wheel: Path) -> str:
