@@ -12,7 +12,7 @@ SUM := $(shell cat pyproject.toml setup.py | cksum | cut -d' ' -f1)
 DEMO_STAMP := $(VENV)/.demo-$(SUM)
 TEST_STAMP := $(VENV)/.test-$(SUM)
 
-.PHONY: demo test lint typecheck contracts unit sanitize bench native browser control-plane wheel clean
+.PHONY: demo test lint typecheck contracts unit sanitize bench native browser control-plane node wheel image cuda-image clean
 
 # Installs into .venv with the extras given in $(1).
 define install
@@ -39,11 +39,13 @@ demo: $(DEMO_STAMP) native
 	$(BIN)/arkgpu demo
 
 lint: $(TEST_STAMP)
-	$(BIN)/ruff check src tests setup.py
-	$(BIN)/ruff format --check src tests setup.py
+	$(BIN)/ruff check src tests setup.py scripts/imagebuild
+	$(BIN)/ruff format --check src tests setup.py scripts/imagebuild
 
+# The package, and the image builder (scripts/imagebuild, not part of the package).
 typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
+	MYPYPATH=scripts $(BIN)/mypy -p imagebuild
 
 contracts: $(TEST_STAMP)
 	$(BIN)/lint-imports
@@ -59,6 +61,13 @@ browser:
 control-plane:
 	bash scripts/build-control-plane.sh
 
+# The real node of tests/e2e/test_real_node*.py (kubelet, kube-controller-manager, kubectl
+# 1.37.2, containerd 2.4, runc 1.5, the CNI plugins, the pause image), built once per
+# machine from the Go module proxy into ~/.cache/arkgpu/node (docs/studies/real-node.md
+# for the times; a cache hit after that). Its tests run as root.
+node:
+	bash scripts/build-node.sh
+
 # helm v4.3.2 for the chart (deploy/helm/arkgpu) and its tests, built once per
 # machine from the Go module proxy into ~/.cache/arkgpu/helm (about 5 min of CPU the
 # first time: docs/studies/helm.md). The tests build it when they need it.
@@ -66,7 +75,7 @@ control-plane:
 helm:
 	bash scripts/build-helm.sh
 
-unit: $(TEST_STAMP) native browser control-plane
+unit: $(TEST_STAMP) native browser control-plane node
 	ARKGPU_E2E=1 $(BIN)/pytest -q -p no:cacheprovider
 
 # The limiter tests again against the ASan+UBSan build (native/build-asan;
@@ -83,6 +92,21 @@ bench: $(DEMO_STAMP) native
 # A wheel for this platform in dist/ (the native parts built from a clean copy).
 wheel:
 	$(PYTHON) -m pip wheel --no-deps -w dist .
+
+# ArkGPU's container image (the chart's arkgpu/arkgpu:<version>) as an OCI archive,
+# without a container daemon or registry: a Debian base from mmdebstrap (cached in
+# ~/.cache/arkgpu/image), the wheel and its pinned dependencies (deploy/image/).
+# Needs root. Prints the archive's path last; load it with
+# `ctr -n k8s.io images import PATH` or `docker load -i PATH` (docs/IMAGE.md).
+image:
+	@command -v mmdebstrap >/dev/null || apt-get install -y -q mmdebstrap >&2
+	$(PYTHON) scripts/imagebuild
+
+# The tests' plain image of a user's CUDA program (deploy/image/cuda-program): the
+# same Debian base and one small C program that opens the node's libcuda.so.1.
+cuda-image:
+	@command -v mmdebstrap >/dev/null || apt-get install -y -q mmdebstrap >&2
+	$(PYTHON) scripts/imagebuild --cuda-program
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache src/arkgpu.egg-info

@@ -189,6 +189,11 @@ def test_component_configurations(docs: list[Manifest]) -> None:
         **regions,
         "library_path": "/usr/local/lib/arkgpu/libarkgpu_limiter.so",
         "split_count": 10,
+        "preload_file": "/run/arkgpu/preload/ld.so.preload",
+        "pod_resources_socket": "/var/lib/kubelet/pod-resources/kubelet.sock",
+        "dev_root": "/host/dev",
+        "device_list_strategy": "device-nodes",
+        "cdi_kind": "nvidia.com/gpu",
         **listen,
         "port": 9403,
     }
@@ -229,6 +234,9 @@ def test_node_daemonset(docs: list[Manifest]) -> None:
     host_paths = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v}
     assert host_paths == {
         "device-plugins": "/var/lib/kubelet/device-plugins",
+        "pod-resources": "/var/lib/kubelet/pod-resources",
+        "preload": "/run/arkgpu/preload",
+        "host-dev": "/dev",
         "regions": "/run/arkgpu/regions",
         "library": "/usr/local/lib/arkgpu",
     }
@@ -246,6 +254,12 @@ def test_node_daemonset(docs: list[Manifest]) -> None:
     plugin_mounts = {m["name"]: m for m in plugin["volumeMounts"]}
     assert plugin_mounts["library"]["readOnly"] is True
     assert plugin_mounts["device-plugins"]["mountPath"] == "/var/lib/kubelet/device-plugins"
+    assert plugin_mounts["pod-resources"]["mountPath"] == "/var/lib/kubelet/pod-resources"
+    assert plugin_mounts["host-dev"] == {
+        "name": "host-dev",
+        "mountPath": "/host/dev",
+        "readOnly": True,
+    }
     install = container(daemonset, "install-library", init=True)
     assert install["command"][-1] == "/usr/local/lib/arkgpu"
 
@@ -285,7 +299,7 @@ def test_rbac_is_least_privilege(docs: list[Manifest]) -> None:
     assert _rules(docs, "ClusterRole", f"{PREFIX}-node") == {
         (core, "nodes", "get"),
         (core, "nodes", "patch"),
-        *[(core, "pods", v) for v in (*read, "patch")],
+        *[(core, "pods", v) for v in read],
     }
     assert _rules(docs, "ClusterRole", f"{PREFIX}-webhook") == {(core, "nodes", v) for v in read}
     lease = find(docs, "Role", f"{PREFIX}-scheduler-leader-election")["rules"]

@@ -47,7 +47,13 @@ CUSTOM: dict[str, Any] = {
         "runtimeClassName": "nvidia",
         "extraNodeSelector": {"gpu.vendor": "nvidia"},
         "libraryDir": "/opt/arkgpu/lib",
-        "devicePlugin": {"splitCount": 4, "metricsPort": 0, "settings": {"kubelet_check_s": 5}},
+        "nvidiaDevicePlugin": {"requireOff": True},
+        "devicePlugin": {
+            "splitCount": 4,
+            "metricsPort": 0,
+            "deviceListStrategy": "cdi",
+            "settings": {"kubelet_check_s": 5},
+        },
         "runtime": {
             "metricsPort": 0,
             "settings": {"backstop": "kill", "period_s": 0.2, "adjustment": {"raise_step": 0.1}},
@@ -113,6 +119,11 @@ def test_node_settings_and_privileges(docs: list[Manifest]) -> None:
         "regions_dir": "/var/run/arkgpu",
         "library_path": "/opt/arkgpu/lib/libarkgpu_limiter.so",
         "split_count": 4,
+        "preload_file": "/run/arkgpu/preload/ld.so.preload",
+        "pod_resources_socket": "/var/lib/kubelet/pod-resources/kubelet.sock",
+        "dev_root": "/host/dev",
+        "device_list_strategy": "cdi",
+        "cdi_kind": "nvidia.com/gpu",
         "port": 0,
         "kubelet_check_s": 5,
     }
@@ -127,7 +138,11 @@ def test_node_settings_and_privileges(docs: list[Manifest]) -> None:
     }
     daemonset = find(docs, "DaemonSet", "gpu-arkgpu-node")
     pod = daemonset["spec"]["template"]["spec"]
-    assert pod["nodeSelector"] == {contract.LABEL_NODE_ENABLED: "true", "gpu.vendor": "nvidia"}
+    assert pod["nodeSelector"] == {
+        contract.LABEL_NODE_ENABLED: "true",
+        "nvidia.com/gpu.deploy.device-plugin": "false",  # NVIDIA's plugin kept off
+        "gpu.vendor": "nvidia",
+    }
     assert (pod["hostPID"], pod["runtimeClassName"]) == (True, "nvidia")
     node_runtime = container(daemonset, "node-runtime")
     assert node_runtime["securityContext"] == {

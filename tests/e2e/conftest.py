@@ -28,6 +28,7 @@ from .controlplane import (
     write_extender_scheduler_config,
 )
 from .processes import ControlPlaneError
+from .realnode import RealNode, RealNodeConfig, build_node, node_plane_config, running_node
 
 collect_ignore_glob = [] if enabled() else ["test_*.py"]
 
@@ -48,6 +49,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     except ControlPlaneError as exc:
         pytest.exit(f"end-to-end tests: {exc}", returncode=pytest.ExitCode.TESTS_FAILED)
     _build_helm_for_chart_tests(config, items)
+    _build_node_for_real_node_tests(config, items)
+
+
+def _build_node_for_real_node_tests(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Builds the real node (scripts/build-node.sh) when its tests are collected, as above."""
+    if not any(Path(item.path).name.startswith("test_real_node") for item in items):
+        return
+    capture = config.pluginmanager.getplugin("capturemanager")
+    try:
+        with capture.global_and_fixture_disabled() if capture else nullcontext():
+            build_node()
+    except ControlPlaneError as exc:
+        pytest.exit(f"end-to-end tests: {exc}", returncode=pytest.ExitCode.TESTS_FAILED)
 
 
 def _build_helm_for_chart_tests(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -113,3 +127,19 @@ def extender_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Extende
     )
     with running_control_plane(config) as plane:
         yield ExtenderPlane(plane, port, workdir)
+
+
+# --- The real node (added for tests/e2e/test_real_node*.py) -----------------------------------
+
+
+@pytest.fixture(scope="session")
+def real_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNode]:
+    """A control plane of its own (kube-controller-manager runs beside it and creates every
+    namespace's ServiceAccount, which the ``namespace`` fixture creates by hand) and the real
+    node joined to it: containerd, kubelet, the fake GPUs. Torn down at the session's end."""
+    config = node_plane_config(tmp_path_factory.mktemp("real-node-plane"))
+    with (
+        running_control_plane(config) as plane,
+        running_node(plane, build_node(), RealNodeConfig()) as node,
+    ):
+        yield node

@@ -112,14 +112,20 @@ class ExtenderProcess:
         return self.child.popen.wait(timeout=timeout_s)
 
 
+DEVICES_PER_GPU = 10
+"""``nvidia.com/gpu`` allocatable per inventory GPU, as the device plugin advertises by default
+(``split_count``); the extender lets no more containers than that share one GPU."""
+
+
 def create_nodes(api: k8s.ApiClient, count: int, gpus: int) -> tuple[str, list[str]]:
-    """``count`` Ready nodes with ``gpus`` inventory GPUs each, in a fresh group."""
+    """``count`` Ready nodes with ``gpus`` inventory GPUs each (and ``DEVICES_PER_GPU``
+    devices per GPU in allocatable), in a fresh group."""
     group = uuid.uuid4().hex[:8]
     core = k8s.CoreV1Api(api)
     names = []
     for i in range(count):
         name = f"ext-{group}-{i}"
-        create_gpu_node(api, name, gpus)
+        create_gpu_node(api, name, gpus * DEVICES_PER_GPU)
         gpu_list = tuple(InventoryGpu(g, f"GPU-{name}-{g}", MODEL, MEMORY_MIB) for g in range(gpus))
         notes = {ANNOTATION_INVENTORY: NodeInventory(gpu_list).to_json()}
         core.patch_node(name, {"metadata": {"labels": {GROUP_LABEL: group}, "annotations": notes}})

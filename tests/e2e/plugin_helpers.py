@@ -31,6 +31,8 @@ def running_plugin(kubeconfig: Path, node: str) -> Iterator[tuple[KubeletEmulato
         f'node_name = "{node}"\nkubeconfig = "{kubeconfig}"\n'
         f'kubelet_dir = "{root / "kubelet"}"\nregions_dir = "{root / "regions"}"\n'
         f'library_path = "{native.limiter_library()}"\n'
+        f'preload_file = "{root / "preload"}"\n'
+        f'pod_resources_socket = "{kubelet.pod_resources}"\n'
         "inventory_period_s = 0.5\nkubelet_check_s = 0.2\nport = 0\n",
         encoding="utf-8",
     )

@@ -250,7 +250,8 @@ RBAC_CASES = [
     ("extender", "delete", "pods", "", "", True, False),
     ("extender", "get", "secrets", "", "", True, False),
     ("node", "patch", "nodes", "", "gpu-1", False, True),
-    ("node", "patch", "pods", "", "", True, True),
+    ("node", "patch", "pods", "", "", True, False),  # the device plugin writes no pod
+    ("node", "get", "pods", "", "", True, True),
     ("node", "list", "pods", "", "", False, True),
     ("node", "list", "nodes", "", "", False, False),
     ("node", "delete", "nodes", "", "gpu-1", False, False),

@@ -17,8 +17,10 @@ from kubernetes import client as k8s
 
 from arkgpu.k8s import contract
 from arkgpu.k8s.contract import AssignedGpu, NodeInventory, PodAssignment
+from arkgpu.k8s.deviceplugin.allocating import region_key
 from arkgpu.limiter.region import read_limits
 from arkgpu.node.pods import read_pod
+from k8s.device_manager import PodSpec
 from k8s.kubelet_emulator import KubeletEmulator
 
 from .controlplane import ControlPlane
@@ -41,8 +43,9 @@ def test_inventory_on_the_node_and_allocate_for_an_assigned_pod(
     api: k8s.ApiClient, namespace: str, plugin_on_node: tuple[str, KubeletEmulator, Path]
 ) -> None:
     """The Node gets both fake GPUs in its inventory annotation. A pod bound there with an
-    assignment (GPU 1, 25% and 3000 MiB, LC) is found by Allocate: its region holds those
-    limits and its pod.json, and the pod gets the allocated annotation."""
+    assignment (GPU 1, 25% and 3000 MiB, LC) is admitted by the kubelet; at PreStartContainer
+    the plugin finds it through PodResources and reads it from the API server: its region holds
+    those limits and its pod.json."""
     node, kubelet, regions = plugin_on_node
     core = k8s.CoreV1Api(api)
 
@@ -70,14 +73,14 @@ def test_inventory_on_the_node_and_allocate_for_an_assigned_pod(
 
     kubelet.wait(lambda: kubelet.endpoints and kubelet.devices(), WAIT_S, "registration")
     assert len(kubelet.devices()) == 20
-    chosen, response = kubelet.admit(1)
+    spec = PodSpec(namespace, "infer", (("main", 1),))
+    chosen = kubelet.admit_pod(spec)["main"]
     assert chosen[0].startswith("GPU-fake-1::")
+    response = kubelet.start_container(spec, "main")
     assert response.envs["CUDA_VISIBLE_DEVICES"] == "GPU-fake-1"
-    region = regions / f"{namespace}_infer_main"
+    region = regions / region_key(chosen)
     limits = read_limits(region)
     assert limits.share_bp == 2500
     assert limits.memory_bytes == (3000 << 20,)
-    spec = read_pod(region)
-    assert (spec.kind, spec.gpu, spec.model, spec.target_ms) == ("lc", 1, "resnet50", 40.0)
-    allocated = core.read_namespaced_pod("infer", namespace).metadata.annotations
-    assert contract.ANNOTATION_ALLOCATED in allocated
+    found = read_pod(region)
+    assert (found.kind, found.gpu, found.model, found.target_ms) == ("lc", 1, "resnet50", 40.0)

@@ -21,7 +21,9 @@ import pytest
 from kubernetes import client as k8s
 
 from arkgpu.k8s import contract
+from arkgpu.k8s.deviceplugin.allocating import region_key
 from arkgpu.limiter.region import read_limits
+from k8s.device_manager import PodSpec
 
 from .controlplane import ExtenderPlane
 from .extender_helpers import GROUP_LABEL, ExtenderProcess, check_consistent, pods_json, wait_bound
@@ -125,11 +127,9 @@ def test_hami_pods_through_webhook_scheduler_extender_and_device_plugin(
             assert placed["node"] == pod["spec"]["nodeName"] == node
             assert [(g["share_bp"], g["memory_mib"]) for g in placed["gpus"]] == [(3000, 3000)]
         kubelet.wait(lambda: kubelet.endpoints and kubelet.devices(), WAIT_S, "registration")
-        for _ in range(PODS):
-            kubelet.admit(1)
         for pod in pods:
-            region = regions / f"{namespace}_{pod['metadata']['name']}_main"
+            spec = PodSpec(namespace, pod["metadata"]["name"], (("main", 1),))
+            region = regions / region_key(kubelet.admit_pod(spec)["main"])
+            kubelet.start_container(spec, "main")
             limits = read_limits(region)
             assert (limits.share_bp, limits.memory_bytes[0]) == (3000, 3000 << 20)
-        allocated = pods_json(api, namespace)
-        assert all(contract.ANNOTATION_ALLOCATED in p["metadata"]["annotations"] for p in allocated)

@@ -6,12 +6,19 @@ What the kubelet's device manager does, built from the same vendored proto:
   API version is refused, as the kubelet does;
 - after answering a Register, connects back to ``<dir>/<endpoint>`` and keeps
   a ListAndWatch stream open, recording every device list it receives;
-- admits a container as the kubelet does: the healthy devices not yet given to
-  a container are offered to GetPreferredAllocation (when the plugin said it
-  serves it), then Allocate is called with the chosen devices;
+- admits a pod as the kubelet's device manager does (:mod:`k8s.device_manager`):
+  init containers first, then app containers, which reuse the init containers'
+  devices; for each container the healthy free devices go to
+  GetPreferredAllocation (when served), then Allocate; a failed Allocate rejects
+  the pod (its devices are freed, it never becomes active);
+- ``start_container()``: PreStartContainer with the container's devices (when the plugin
+  asked for it), then the saved Allocate answer, as the kubelet starts containers;
+- serves the PodResources API v1 (List, Get, GetAllocatableResources) on its own
+  socket from the same records, so the plugin can ask whose devices they are;
 - ``restart()``: stops, deletes every file in its directory (the kubelet's
   start-up removes every socket there, the plugins' too) and serves a new
-  ``kubelet.sock``.
+  ``kubelet.sock``; the allocations survive, as in the kubelet's checkpoint, and
+  a container started afterwards gets its saved answer without an Allocate.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ import grpc
 
 from arkgpu.k8s.proto.deviceplugin.v1beta1 import api_pb2 as pb
 from arkgpu.k8s.proto.deviceplugin.v1beta1 import api_pb2_grpc as pb_grpc
+from arkgpu.k8s.proto.podresources.v1 import api_pb2_grpc as pr_grpc
+from k8s.device_manager import DeviceManager, PodResources, PodSpec
 
 KUBELET_SOCKET = "kubelet.sock"
 SUPPORTED_VERSIONS = ("v1beta1",)
@@ -52,14 +61,18 @@ class Endpoint:
 class KubeletEmulator:
     """The kubelet's device manager, emulated (see the module's text)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, pod_resources: Path | None = None) -> None:
         self.directory = directory
+        self.pod_resources = pod_resources or directory / "pod-resources.sock"
+        """The PodResources API socket (the kubelet's is in ``pod-resources/``)."""
+        self.manager = DeviceManager()
+        """Pods, their containers' devices and saved Allocate answers (the checkpoint)."""
+        self.lister = PodResources(self.manager, self.resource_devices)
+        """The PodResources service (``lister.extra``: another plugin's resources)."""
         self.endpoints: list[Endpoint] = []
         """Every accepted registration, in order (a restart keeps the history)."""
         self.refused: list[str] = []
         """Why each refused Register was refused."""
-        self.allocated: set[str] = set()
-        """Devices given to containers."""
         self._changed = threading.Condition()
         self._server: grpc.Server | None = None
 
@@ -72,7 +85,10 @@ class KubeletEmulator:
         """Serve Registration on ``kubelet.sock``."""
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         pb_grpc.add_RegistrationServicer_to_server(_Registration(self), server)
+        pr_grpc.add_PodResourcesListerServicer_to_server(self.lister, server)
         server.add_insecure_port(f"unix://{self.socket}")
+        self.pod_resources.unlink(missing_ok=True)
+        server.add_insecure_port(f"unix://{self.pod_resources}")
         server.start()
         self._server = server
 
@@ -142,32 +158,41 @@ class KubeletEmulator:
         lists = self.latest().lists
         return lists[-1] if lists else {}
 
-    def admit(self, size: int) -> tuple[list[str], pb.ContainerAllocateResponse]:
-        """Admit a container asking for ``size`` devices: preferred allocation, then Allocate.
+    def resource_devices(self) -> dict[str, list[str]]:
+        """Every resource's healthy devices, from each resource's newest registration."""
+        found: dict[str, list[str]] = {}
+        for endpoint in self.endpoints:
+            listed = endpoint.lists[-1] if endpoint.lists else {}
+            healthy = sorted(d for d, h in listed.items() if h == "Healthy")
+            found[endpoint.request.resource_name] = healthy
+        return found
 
-        Raises grpc.RpcError as the plugin answers; the devices stay free then.
-        """
+    def admit_pod(self, pod: PodSpec) -> dict[str, list[str]]:
+        """Admit ``pod``: each GPU container's devices (grpc.RpcError: the pod is rejected)."""
         endpoint = self.latest()
-        free = sorted(d for d, h in self.devices().items() if h == "Healthy")
-        free = [d for d in free if d not in self.allocated]
-        assert len(free) >= size, f"only {len(free)} free healthy devices"
-        chosen = free[:size]
-        if endpoint.request.options.get_preferred_allocation_available:
-            want = pb.ContainerPreferredAllocationRequest(
-                available_deviceIDs=free, must_include_deviceIDs=[], allocation_size=size
-            )
-            answer = endpoint.stub.GetPreferredAllocation(
-                pb.PreferredAllocationRequest(container_requests=[want]), timeout=30
-            )
-            preferred = list(answer.container_responses[0].deviceIDs)
-            if len(preferred) == size and set(preferred) <= set(free):
-                chosen = preferred
-        request = pb.AllocateRequest(
-            container_requests=[pb.ContainerAllocateRequest(devices_ids=chosen)]
-        )
-        response = endpoint.stub.Allocate(request, timeout=30)
-        self.allocated.update(chosen)
-        return chosen, response.container_responses[0]
+        free = [d for d in self.devices_healthy() if d not in self.manager.in_use()]
+        return self.manager.admit(pod, endpoint.stub, endpoint.request.options, free)
+
+    def devices_healthy(self) -> list[str]:
+        """The newest registration's healthy devices."""
+        return sorted(d for d, h in self.devices().items() if h == "Healthy")
+
+    def admit(
+        self, size: int, name: str = "", namespace: str = "ns", container: str = "main"
+    ) -> tuple[list[str], pb.ContainerAllocateResponse]:
+        """Admit a one-container pod asking for ``size`` devices; its devices and answer."""
+        pod = PodSpec(namespace, name or f"pod-{len(self.manager.pods)}", ((container, size),))
+        chosen = self.admit_pod(pod)[container]
+        return chosen, self.manager.answers[pod.key, container]
+
+    def start_container(self, pod: PodSpec, container: str) -> pb.ContainerAllocateResponse:
+        """Start a container as the kubelet does: PreStartContainer, then its saved answer."""
+        endpoint = self.latest()
+        devices = self.manager.held[pod.key, container]
+        if endpoint.request.options.pre_start_required:
+            request = pb.PreStartContainerRequest(devices_ids=devices)
+            endpoint.stub.PreStartContainer(request, timeout=30)
+        return self.manager.answers[pod.key, container]
 
 
 class _Registration(pb_grpc.RegistrationServicer):

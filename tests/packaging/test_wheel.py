@@ -183,13 +183,34 @@ def test_wheel_alone_in_a_fresh_environment_runs_the_limiter_bench(
     core_only = [*BENCH_ONLY, *K8S_ONLY]
     imported = json.loads(_run([python, "-c", IMPORT_ALL, *core_only], reachable_tmp))
     assert imported == {"failed": {}, "loaded": []}
+    _bench_without_the_plots_extra(env / "bin" / "arkgpu", reachable_tmp)
 
     extras = f"{wheel}[bench,k8s]"
     _run([python, "-m", "pip", "install", "-q", extras], reachable_tmp, timeout=600)
     imported = json.loads(_run([python, "-c", IMPORT_ALL], reachable_tmp))
     assert imported["failed"] == {}
-    out = reachable_tmp / "bench.json"
-    _run([str(env / "bin" / "arkgpu"), "limiter", "bench", "--quick", "--json", str(out)], env)
+    _assert_bench_report(env / "bin" / "arkgpu", reachable_tmp / "bench.json")
+
+
+def _assert_bench_report(arkgpu: Path, out: Path) -> None:
+    """``arkgpu limiter bench --quick`` writes finite figures to ``out``."""
+    _run([str(arkgpu), "limiter", "bench", "--quick", "--json", str(out)], out.parent)
     report = json.loads(out.read_text())
     for key in ("launch_overhead_ns", "share_error_pts_max", "share_change_latency_ms"):
         assert math.isfinite(report[key]), key
+
+
+def _bench_without_the_plots_extra(arkgpu: Path, tmp: Path) -> None:
+    """The core install runs the limiter bench; asked for a figure, it names the
+    plots extra in one line (exit status 69), no traceback."""
+    _assert_bench_report(arkgpu, tmp / "core-bench.json")
+    done = subprocess.run(
+        [str(arkgpu), "limiter", "bench", "--quick", "--plot", str(tmp / "bench.png")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 69, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "pip install 'arkgpu[plots]'" in done.stderr

@@ -9,11 +9,13 @@ which tests/gpu/profile_run.sh runs on a real GPU.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from arkgpu.limiter import Limits
+import arkgpu
+from arkgpu.limiter import Limits, native
 from arkgpu.limiter.containers import FakeContainer, make_world_readable
 from arkgpu.profiling.looping import Window
 from arkgpu.profiling.torch_backend import TorchBackend, script_file
@@ -47,7 +49,7 @@ class _Net:
     def eval(self):
         return self
     def __call__(self, batch):
-        time.sleep(0.0005 * batch)
+        time.sleep(0.002 * batch)
 class models:
     @staticmethod
     def get_model(name, weights=None):
@@ -71,15 +73,20 @@ def test_model_names_and_torchscript_files() -> None:
 
 @pytest.fixture
 def stand_in(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Stand-in torch and torchvision packages on this process's and the worker's path."""
+    """Stand-in torch and torchvision packages on this process's and the worker's
+    path; beside them a copy of arkgpu and of the native build, which the worker's
+    user (nobody, as root) can read wherever the checkout lies (a clone in /root)."""
     packages = workdir / "standin"
     for name, text in (("torch", TORCH), ("torchvision", TORCHVISION)):
         (packages / name).mkdir(parents=True)
         (packages / name / "__init__.py").write_text(text)
     for path in (packages, packages / "torch", packages / "torchvision"):
         make_world_readable(path)
+    source = Path(arkgpu.__file__).parent
+    shutil.copytree(source, packages / "arkgpu", ignore=shutil.ignore_patterns("build*", "*.pyc"))
     monkeypatch.syspath_prepend(str(packages))
     monkeypatch.setenv("PYTHONPATH", str(packages))
+    monkeypatch.setenv(native.NATIVE_DIR_ENV, str(native.stage(workdir / "native")))
     return packages
 
 

@@ -6,8 +6,10 @@ returning an exit status. Only the group a command line names is imported, so th
 ``arkgpu --version`` and ``arkgpu --help`` import no numerical library.
 
 Errors: bad input (a value, a file, a path) ends the command with one line,
-``arkgpu: error: ...``, and exit status 2. Anything else is a bug: one line saying so,
-exit status 70, and the traceback when ``ARKGPU_DEBUG=1``.
+``arkgpu: error: ...``, and exit status 2. A command that needs an optional package the
+installation lacks says which extra to install, in one line, exit status 69
+(:mod:`arkgpu.cli.extras`). Anything else is a bug: one line saying so, exit status 70,
+and the traceback when ``ARKGPU_DEBUG=1``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from importlib import import_module
 from typing import NoReturn
 
 from arkgpu import __version__
+from arkgpu.cli.extras import check_plot, missing_extra_message
 from arkgpu.cli.options import CliError, prepare_outputs
 
 __all__ = ["GROUPS", "CliError", "build_parser", "main"]
@@ -45,6 +48,8 @@ USAGE_ERROR = 2
 """Exit status of bad input (as argparse uses)."""
 BUG = 70
 """Exit status of an unexpected error (EX_SOFTWARE)."""
+MISSING_EXTRA = 69
+"""Exit status of a command whose optional package is not installed (EX_UNAVAILABLE)."""
 DEBUG_VARIABLE = "ARKGPU_DEBUG"
 """Set to 1 to see the traceback of an unexpected error."""
 
@@ -94,21 +99,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser(_named_group(words)).parse_args(words)
         handler: Callable[[argparse.Namespace], int] = args.handler
         prepare_outputs(args)
+        check_plot(args)
         return handler(args)
     except KeyboardInterrupt:
         _say("interrupted")
         return 130
     except Exception as exc:
-        if _is_user_error(exc):
-            _say(f"error: {_one_line(exc)}")
-            return USAGE_ERROR
-        if os.environ.get(DEBUG_VARIABLE) == "1":
-            raise
-        _say(
-            f"internal error (a bug): {type(exc).__name__}: {_one_line(exc)}; "
-            f"run with {DEBUG_VARIABLE}=1 for the traceback"
-        )
-        return BUG
+        return _failed(exc)
+
+
+def _failed(exc: Exception) -> int:
+    """Report an exception that ended a command in one line; its exit status."""
+    if _is_user_error(exc):
+        _say(f"error: {_one_line(exc)}")
+        return USAGE_ERROR
+    missing = missing_extra_message(exc) if isinstance(exc, ModuleNotFoundError) else None
+    if missing is not None:
+        _say(f"error: {missing}")
+        return MISSING_EXTRA
+    if os.environ.get(DEBUG_VARIABLE) == "1":
+        raise exc
+    _say(
+        f"internal error (a bug): {type(exc).__name__}: {_one_line(exc)}; "
+        f"run with {DEBUG_VARIABLE}=1 for the traceback"
+    )
+    return BUG
 
 
 def _is_user_error(exc: Exception) -> bool:

@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from matplotlib.figure import Figure
-
 from arkgpu.limiter import native
 from arkgpu.limiter.containers import FakeContainer, make_world_readable
 from arkgpu.limiter.region import Limits, Mode
@@ -256,6 +254,8 @@ def run_bench(
 
 def plot_report(report: dict[str, Any], path: Path) -> None:
     """Achieved against set share, alone and beside a co-runner, as a PNG."""
+    from matplotlib.figure import Figure  # noqa: PLC0415 (the plots extra; only --plot needs it)
+
     cases = report["share_cases"]
     shares = [c["share_pct"] for c in cases]
     fig = Figure(figsize=(5, 4))

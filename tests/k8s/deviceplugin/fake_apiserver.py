@@ -1,8 +1,8 @@
 """Fakes of the API server for the device plugin's tests.
 
 - :class:`MemoryApi`: the plugin's ``PodApi``/``NodeApi`` in memory (unit tests).
-- :class:`HttpApiServer`: the three REST calls the real adapter makes (list pods
-  by ``spec.nodeName``, merge-patch a pod, merge-patch a node), over HTTP on
+- :class:`HttpApiServer`: the REST calls the real adapter makes (list pods by
+  ``spec.nodeName``, get a pod, merge-patch a pod or a node), over HTTP on
   loopback, so a plugin process with the official client can run without a
   control plane. Patches record their content type.
 """
@@ -52,8 +52,9 @@ class MemoryApi:
         self._maybe_fail()
         self.node_annotations.setdefault(node, {}).update(annotations)
 
-    def pod(self, namespace: str, name: str) -> PodInfo:
-        return next(p for p in self.pods if (p.namespace, p.name) == (namespace, name))
+    def pod(self, namespace: str, name: str) -> PodInfo | None:
+        self._maybe_fail()
+        return next((p for p in self.pods if (p.namespace, p.name) == (namespace, name)), None)
 
 
 def pod_json(
@@ -107,6 +108,9 @@ class HttpApiServer:
         parsed = urlparse(url)
         parts = parsed.path.strip("/").split("/")
         with self.lock:
+            if method == "GET" and len(parts) == 6 and parts[4] == "pods":
+                found = self._target(parts)
+                return (200, found) if found else (404, {"kind": "Status", "code": 404})
             if method == "GET" and parts == ["api", "v1", "pods"]:
                 selector = parse_qs(parsed.query).get("fieldSelector", [""])[0]
                 node = selector.removeprefix("spec.nodeName=")

@@ -1,4 +1,4 @@
-"""Which pod an Allocate is for, its limits and devices (pure code)."""
+"""Regions keyed by devices, the pod holding them, its limits; virtual devices (pure code)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import pytest
 from arkgpu.k8s import contract
 from arkgpu.k8s.contract import AssignedGpu, InventoryGpu, PodAssignment
 from arkgpu.k8s.deviceplugin import allocating, devices
-from arkgpu.k8s.deviceplugin.allocating import AllocationError, Pending
+from arkgpu.k8s.deviceplugin.allocating import AllocationError
 from arkgpu.k8s.deviceplugin.apiserver import PodInfo
+from arkgpu.k8s.deviceplugin.podresources import Holder
 
 NODE = "n1"
 
@@ -18,14 +19,11 @@ def _pod(
     created: str,
     gpus: tuple[AssignedGpu, ...] | None,
     node: str = NODE,
-    allocated: bool = False,
     **kwargs: object,
 ) -> PodInfo:
     notes = {}
     if gpus is not None:
         notes[contract.ANNOTATION_ASSIGNMENT] = PodAssignment(node, gpus).to_json()
-    if allocated:
-        notes[contract.ANNOTATION_ALLOCATED] = "2026-12-04T00:00:00Z"
     limits = {contract.RESOURCE_GPU: str(len(gpus or ()))}
     return PodInfo("ns", name, f"u-{name}", node, created, notes, (("c", limits),), **kwargs)
 
@@ -34,49 +32,72 @@ def _gpu(index: int, share: int = 5000, memory: int = 1024) -> AssignedGpu:
     return AssignedGpu(index, f"GPU-{index}", memory, share)
 
 
-def test_pending_pods_are_assigned_here_unallocated_alive_and_oldest_first() -> None:
-    """Skipped: another node's, allocated, deleting, unassigned, malformed; the rest by age."""
-    bad = PodInfo("ns", "bad", "u", NODE, "1", {contract.ANNOTATION_ASSIGNMENT: "{"})
+def test_waiting_pods_skip_terminal_deleting_holding_and_unassigned_ones_oldest_first() -> None:
+    """A pod rejected by the kubelet (Failed), finished, deleting, holding devices already
+    (per PodResources), another node's or unassigned never steers a preference."""
     pods = [
         _pod("young", "2026-12-04T10:00:00Z", (_gpu(0),)),
         _pod("old", "2026-12-04T09:00:00Z", (_gpu(1),)),
         _pod("elsewhere", "1", (_gpu(0),), node="n2"),
-        _pod("done", "1", (_gpu(0),), allocated=True),
+        _pod("rejected", "1", (_gpu(0),), phase="Failed"),
+        _pod("finished", "1", (_gpu(0),), phase="Succeeded"),
+        _pod("holding", "1", (_gpu(0),), phase="Running"),
         _pod("going", "1", (_gpu(0),), deleting=True),
         _pod("plain", "1", None),
-        bad,
     ]
-    assert [p.pod.name for p in allocating.pending_pods(pods, NODE)] == ["old", "young"]
+    waiting = allocating.waiting_pods(pods, NODE, {("ns", "holding")})
+    assert [p.name for p in waiting] == ["old", "young"]
+    assert allocating.preferred_uuids(waiting, NODE, 1) == ("GPU-1",)
+    assert allocating.preferred_uuids(waiting, NODE, 2) == ()
+    pair = _pod("pair", "0", (_gpu(2), _gpu(3)))
+    assert allocating.preferred_uuids([pair, *waiting], NODE, 1) == ("GPU-1",)  # exact first
+    assert allocating.preferred_uuids([pair], NODE, 1) == ("GPU-2", "GPU-3")  # its init container
 
 
-def test_choose_matches_size_then_the_devices_gpus() -> None:
-    """Size first; among pods of that size, one whose GPUs are the devices' wins over age."""
-    pending = allocating.pending_pods(
-        [
-            _pod("a", "1", (_gpu(0),)),
-            _pod("b", "2", (_gpu(1),)),
-            _pod("pair", "3", (_gpu(0), _gpu(1))),
-        ],
-        NODE,
-    )
-    one = allocating.choose(pending, ["GPU-1::3"])
-    assert one is not None
-    assert one.pod.name == "b"
-    other = allocating.choose(pending, ["GPU-7::0"])
-    assert other is not None
-    assert other.pod.name == "a"
-    two = allocating.choose(pending, ["GPU-0::1", "GPU-1::1"])
-    assert two is not None
-    assert two.pod.name == "pair"
-    assert allocating.choose(pending, ["a", "b", "c"]) is None
+def test_the_region_is_named_after_the_devices_in_any_order() -> None:
+    """Same devices, same region (a repeated Allocate, an init container's reused devices)."""
+    one = allocating.region_key(["GPU-1::3", "GPU-0::1"])
+    assert one == allocating.region_key(["GPU-0::1", "GPU-1::3"])
+    assert one != allocating.region_key(["GPU-0::1", "GPU-1::4"])
+    assert one.startswith(allocating.REGION_PREFIX)
+    assert "/" not in one
+    assert allocating.gpus_of(["GPU-1::3", "GPU-0::1", "GPU-1::0"]) == ("GPU-0", "GPU-1")
 
 
-def test_limits_take_each_gpus_memory_cap_and_the_smallest_share() -> None:
-    """0 MiB means no cap; one share for the container: the smaller of its GPUs'."""
-    assignment = PodAssignment(NODE, (_gpu(0, 4000, 0), _gpu(1, 2500, 512)))
-    limits = allocating.limits_of(assignment)
-    assert limits.memory_bytes == (None, 512 << 20)
+def test_holding_pods_are_those_whose_container_holds_the_devices() -> None:
+    """Exact or overlapping sets (an app container reusing part of an init container's
+    devices) name the pod; others' devices do not."""
+    holders = [
+        Holder("ns", "a", "c", frozenset({"GPU-0::0"})),
+        Holder("ns", "b", "c", frozenset({"GPU-0::1", "GPU-1::1"})),
+    ]
+    assert allocating.holding_pods(holders, ["GPU-0::0"]) == [("ns", "a")]
+    assert allocating.holding_pods(holders, ["GPU-1::1"]) == [("ns", "b")]
+    assert allocating.holding_pods(holders, ["GPU-0::9"]) == []
+
+
+def test_limits_follow_the_allocated_gpus_order_with_the_pods_own_values() -> None:
+    """Each allocated GPU takes its assigned GPU's cap (0: none); one share, the smallest; a
+    GPU the kubelet chose instead of the assigned one takes the unmatched assigned GPU's."""
+    assignment = PodAssignment(NODE, (_gpu(1, 4000, 0), _gpu(0, 2500, 512)))
+    limits = allocating.limits_for(assignment, ("GPU-0", "GPU-1"))
+    assert limits.memory_bytes == (512 << 20, None)
     assert limits.share_bp == 2500
+    other = allocating.limits_for(assignment, ("GPU-0", "GPU-7"))
+    assert other.memory_bytes == (512 << 20, None)
+
+
+def test_assignment_of_refuses_missing_foreign_or_malformed_ones() -> None:
+    """Readable reasons naming the pod (the kubelet shows them on the pod)."""
+    with pytest.raises(
+        AllocationError, match=r"pod ns/p holds nvidia\.com/gpu devices but carries"
+    ):
+        allocating.assignment_of(_pod("p", "1", None), NODE)
+    with pytest.raises(AllocationError, match="assignment is for node 'n2', not n1"):
+        allocating.assignment_of(_pod("p", "1", (_gpu(0),), node="n2"), NODE)
+    bad = PodInfo("ns", "p", "u", NODE, "1", {contract.ANNOTATION_ASSIGNMENT: "{"})
+    with pytest.raises(AllocationError, match="pod ns/p: "):
+        allocating.assignment_of(bad, NODE)
 
 
 def test_lc_pod_needs_a_latency_target_and_positive_numbers() -> None:
@@ -87,26 +108,21 @@ def test_lc_pod_needs_a_latency_target_and_positive_numbers() -> None:
         AllocationError,
         match=f"pod ns/svc: qos lc needs annotation {contract.ANNOTATION_LATENCY_TARGET_MS}",
     ):
-        allocating.pod_description(Pending(pod, assignment, "c"))
+        allocating.pod_description(pod, assignment, 0, 0)
     pod = PodInfo("ns", "svc", "u", NODE, "1", {contract.ANNOTATION_LATENCY_TARGET_MS: "-3"})
     with pytest.raises(AllocationError, match="expected a positive number, got '-3'"):
-        allocating.pod_description(Pending(pod, assignment, "c"))
+        allocating.pod_description(pod, assignment, 0, 0)
 
 
-def test_check_gpus_refuses_gpus_not_here_or_unhealthy() -> None:
-    """An assignment naming a GPU this node does not have, or an unhealthy one."""
-    pending = Pending(_pod("p", "1", (_gpu(0),)), PodAssignment(NODE, (_gpu(0),)), "c")
-    with pytest.raises(AllocationError, match="GPU-0 is not on node n1"):
-        allocating.check_gpus(pending, [InventoryGpu(0, "GPU-9", "m", 1)], NODE)
-    with pytest.raises(AllocationError, match="GPU-0 is unhealthy"):
-        allocating.check_gpus(pending, [InventoryGpu(0, "GPU-0", "m", 1, healthy=False)], NODE)
-    allocating.check_gpus(pending, [InventoryGpu(0, "GPU-0", "m", 1)], NODE)
-
-
-def test_region_names_never_collide() -> None:
-    """namespace_pod_container: '_' is in none of them."""
-    pending = Pending(_pod("p.x", "1", (_gpu(0),)), PodAssignment(NODE, (_gpu(0),)), "main")
-    assert allocating.region_name(pending) == "ns_p.x_main"
+def test_check_devices_refuses_devices_not_advertised_or_unhealthy() -> None:
+    """A device of a GPU this node does not have (or in MIG mode), or of an unhealthy one."""
+    with pytest.raises(AllocationError, match="GPU-0::1 is not advertised here"):
+        allocating.check_devices(["GPU-0::1"], [InventoryGpu(0, "GPU-9", "m", 1)])
+    with pytest.raises(AllocationError, match="not advertised"):
+        allocating.check_devices(["GPU-0::1"], [InventoryGpu(0, "GPU-0", "m", 1, mig=True)])
+    with pytest.raises(AllocationError, match="GPU-0::1: GPU is unhealthy"):
+        allocating.check_devices(["GPU-0::1"], [InventoryGpu(0, "GPU-0", "m", 1, healthy=False)])
+    allocating.check_devices(["GPU-0::1"], [InventoryGpu(0, "GPU-0", "m", 1)])
 
 
 def test_virtual_devices_per_gpu_with_health_and_no_mig() -> None:

@@ -32,7 +32,10 @@ def test_every_field_is_read(tmp_path: Path) -> None:
     file = tmp_path / "p.toml"
     file.write_text(
         'node_name = "n"\nkubeconfig = "/k"\nkubelet_dir = "/d"\nregions_dir = "/r"\n'
-        'library_path = "/l.so"\nsplit_count = 4\ninventory_period_s = 2.5\n'
+        'library_path = "/l.so"\npreload_file = "/p"\npod_resources_socket = "/s"\n'
+        'dev_root = "/v"\ndevice_list_strategy = "cdi"\ncdi_kind = "k.io/g"\n'
+        "region_grace_s = 5\n"
+        "split_count = 4\ninventory_period_s = 2.5\n"
         'kubelet_check_s = 0.5\nlisten_address = "127.0.0.1"\nport = 0\nnvml = false\n'
         "gpus = 2\ngpu_memory_mib = 1024\n",
         encoding="utf-8",
@@ -44,6 +47,12 @@ def test_every_field_is_read(tmp_path: Path) -> None:
         Path("/d"),
         Path("/r"),
         Path("/l.so"),
+        Path("/p"),
+        Path("/s"),
+        Path("/v"),
+        "cdi",
+        "k.io/g",
+        5.0,
         4,
         2.5,
         0.5,
@@ -67,6 +76,10 @@ def test_every_field_is_read(tmp_path: Path) -> None:
         ({"node_name": "n", "nvml": "yes"}, "f.toml: field nvml: expected true or false"),
         ({"node_name": "n", "port": 70000}, "f.toml: field port: expected an integer <= 65535"),
         ({"node_name": "n", "socket": "x"}, "f.toml: unknown field 'socket'"),
+        (
+            {"node_name": "n", "device_list_strategy": "volume-mounts"},
+            "f.toml: field device_list_strategy: expected one of device-nodes, cdi",
+        ),
         ({"node_name": "n", "kubelet_dir": "/" + "d" * 120}, "f.toml: field kubelet_dir: too long"),
     ],
 )

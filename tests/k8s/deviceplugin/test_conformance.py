@@ -31,11 +31,13 @@ import pytest
 
 from arkgpu.k8s import contract
 from arkgpu.k8s.contract import AssignedGpu, NodeInventory, PodAssignment
-from arkgpu.k8s.deviceplugin.allocating import Pending, pod_description
+from arkgpu.k8s.deviceplugin.allocating import pod_description, region_key
 from arkgpu.k8s.deviceplugin.apiserver import PodInfo
+from arkgpu.k8s.deviceplugin.wire import pb
 from arkgpu.limiter import native
 from arkgpu.limiter.region import read_limits
 from arkgpu.node.pods import read_pod
+from k8s.device_manager import PodSpec
 from k8s.kubelet_emulator import KubeletEmulator, check_list
 
 from .fake_apiserver import HttpApiServer, pod_json, serving
@@ -58,6 +60,7 @@ class Setup:
     fake_state: Path
     regions: Path
     library: Path
+    root: Path
 
 
 def _config(root: Path, kubeconfig: Path, regions: Path, library: Path, port: int) -> Path:
@@ -72,6 +75,9 @@ inventory_period_s = 0.2
 kubelet_check_s = 0.2
 listen_address = "127.0.0.1"
 port = {port}
+preload_file = "{root / "preload"}"
+pod_resources_socket = "{root / "kubelet" / "pod-resources.sock"}"
+dev_root = "{root / "dev"}"
 """
     path = root / "plugin.toml"
     path.write_text(text, encoding="utf-8")
@@ -97,13 +103,16 @@ def setup() -> Iterator[Setup]:
     """The emulator serving, the fake API server with node-a, the plugin on 2 fake GPUs."""
     root = Path(tempfile.mkdtemp(prefix="dp-", dir="/tmp"))  # short: Unix socket paths
     (root / "kubelet").mkdir()
+    (root / "dev").mkdir()
+    for node in ("nvidia4", "nvidia5", "nvidiactl", "nvidia-uvm"):  # no nvidia-uvm-tools
+        (root / "dev" / node).touch()
     kubelet = KubeletEmulator(root / "kubelet")
     kubelet.start()
     api = HttpApiServer()
     api.add_node(NODE)
     fake_state = root / "fakegpu"
     env = native.container_env(None, fake_state, preload=False)
-    env.update(FAKEGPU_DEVICES="2", FAKEGPU_MEM_MIB="8192")
+    env.update(FAKEGPU_DEVICES="2", FAKEGPU_MEM_MIB="8192", FAKEGPU_NVML_MINOR_OFFSET="4")
     library = native.limiter_library()
     with serving(api, root / "kubeconfig") as _:
         port = _free_port()
@@ -117,7 +126,9 @@ def setup() -> Iterator[Setup]:
                 stderr=sink,
             )
         try:
-            yield Setup(kubelet, api, process, port, log, fake_state, root / "regions", library)
+            yield Setup(
+                kubelet, api, process, port, log, fake_state, root / "regions", library, root
+            )
         finally:
             if process.poll() is None:
                 process.kill()
@@ -140,7 +151,7 @@ def test_registers_and_lists_devices_with_health_from_nvml(setup: Setup) -> None
     assert (request.version, request.resource_name) == ("v1beta1", contract.RESOURCE_GPU)
     assert request.endpoint == "arkgpu.sock"
     assert request.options.get_preferred_allocation_available
-    assert not request.options.pre_start_required
+    assert request.options.pre_start_required
     kubelet.wait(kubelet.devices, WAIT_S, "first device list")
     listed = kubelet.devices()
     check_list(listed)
@@ -175,49 +186,56 @@ def _assigned_pod(name: str, share_bp: int, memory_mib: int) -> dict[str, object
     return pod_json("team", name, NODE, notes)
 
 
-def test_allocate_gives_the_assigned_gpu_region_env_mounts_and_devices(setup: Setup) -> None:
-    """A pod assigned GPU 1 at 30% and 2048 MiB: the preferred device is one of GPU 1's;
-    Allocate creates its region with those limits and pod.json the node runtime reads,
-    returns the environment, mounts and device nodes, and marks the pod allocated. A
-    second Allocate, with no pod left waiting, fails with a message naming the node."""
+def test_allocate_then_prestart_give_the_pods_region_env_mounts_and_devices(setup: Setup) -> None:
+    """A pod assigned GPU 1 at 30% and 2048 MiB: the preferred device is one of GPU 1's.
+    Allocate answers the environment (no LD_PRELOAD), mounts (the library, ld.so.preload,
+    the region) and the device nodes that exist, by minor number, and makes a closed region;
+    PreStartContainer, the pod found through PodResources, gives the region the pod's limits
+    and pod.json. A device the plugin never advertised is refused with a readable reason."""
     kubelet = setup.kubelet
     setup.api.add_pod(_assigned_pod("infer", 3000, 2048))
     kubelet.wait(lambda: kubelet.endpoints, WAIT_S, "registration")
     kubelet.wait(kubelet.devices, WAIT_S, "first device list")
-    chosen, response = kubelet.admit(1)
+    pod = PodSpec("team", "infer", (("main", 1),))
+    chosen = kubelet.admit_pod(pod)["main"]
+    response = kubelet.manager.answers[pod.key, "main"]
     assert len(chosen) == 1
     assert chosen[0].startswith("GPU-fake-1::")
     assert dict(response.envs) == {
         "ARKGPU_REGION_DIR": "/run/arkgpu/region",
         "CUDA_VISIBLE_DEVICES": "GPU-fake-1",
         "NVIDIA_VISIBLE_DEVICES": "GPU-fake-1",
-        "LD_PRELOAD": str(setup.library),
     }
-    region = setup.regions / "team_infer_main"
+    region = setup.regions / region_key(chosen)
+    preload = setup.root / "preload"
     mounts = {(m.container_path, m.host_path, m.read_only) for m in response.mounts}
     assert mounts == {
         (str(setup.library), str(setup.library), True),
+        ("/etc/ld.so.preload", str(preload), True),
         ("/run/arkgpu/region", str(region), False),
         ("/run/arkgpu/region/limits", str(region / "limits"), True),
     }
+    assert preload.read_text() == f"{setup.library}\n"
     assert [d.container_path for d in response.devices] == [
-        "/dev/nvidia1",
+        "/dev/nvidia5",
         "/dev/nvidiactl",
         "/dev/nvidia-uvm",
-        "/dev/nvidia-uvm-tools",
     ]
+    assert read_limits(region).share_bp == 0
+    kubelet.start_container(pod, "main")
     limits = read_limits(region)
     assert limits.share_bp == 3000
     assert limits.memory_bytes == (2048 << 20,)
     spec = read_pod(region)
     assert (spec.kind, spec.gpu, spec.memory_mib) == ("be", 1, 2048)
-    notes = setup.api.annotations(setup.api.pods["team", "infer"])
-    assert contract.ANNOTATION_ALLOCATED in notes
 
+    request = pb.AllocateRequest(
+        container_requests=[pb.ContainerAllocateRequest(devices_ids=["GPU-other::0"])]
+    )
     with pytest.raises(grpc.RpcError) as refused:
-        kubelet.admit(1)
+        kubelet.latest().stub.Allocate(request, timeout=30)
     assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert f"no pod bound to node {NODE} waits for 1 nvidia.com/gpu" in refused.value.details()
+    assert "device GPU-other::0 is not advertised here" in refused.value.details()
 
     assert _get(setup.port, "/healthz") == (200, "ok\n")
     assert _get(setup.port, "/readyz") == (200, "ok\n")
@@ -227,6 +245,8 @@ def test_allocate_gives_the_assigned_gpu_region_env_mounts_and_devices(setup: Se
         "arkgpu_device_plugin_registrations_total 1",
         "arkgpu_device_plugin_allocations_total 1",
         "arkgpu_device_plugin_allocate_refusals_total 1",
+        "arkgpu_device_plugin_prestarts_total 1",
+        "arkgpu_device_plugin_foreign_devices 0",
         'arkgpu_device_plugin_gpus{health="healthy"} 2',
     ):
         assert line in metrics.splitlines()
@@ -254,6 +274,53 @@ def test_reregisters_after_kubelet_restart_and_leaves_on_sigterm(setup: Setup) -
     assert os.path.exists(kubelet.socket)
 
 
+def test_without_nvml_the_plugin_stays_up_unready_with_the_reason(tmp_path: Path) -> None:
+    """No driver libraries in the container (no NVIDIA container toolkit): the process does
+    not exit and restart in a loop; /readyz answers 503 naming NVML and the fix, /healthz 200,
+    nothing registers with the kubelet."""
+    root = Path(tempfile.mkdtemp(prefix="dpn-", dir="/tmp"))
+    (root / "kubelet").mkdir()
+    kubelet = KubeletEmulator(root / "kubelet")
+    kubelet.start()
+    api = HttpApiServer()
+    api.add_node(NODE)
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    with serving(api, root / "kubeconfig") as _:
+        port = _free_port()
+        config = _config(root, root / "kubeconfig", root / "regions", root / "lib.so", port)
+        arkgpu = Path(sys.executable).with_name("arkgpu")
+        with (root / "plugin.log").open("wb") as sink:
+            process = subprocess.Popen(
+                [str(arkgpu), "device-plugin", "run", "--config", str(config)],
+                env=env,
+                stderr=sink,
+            )
+        try:
+            status, text = kubelet.wait(
+                lambda: (got := _get_or_none(port, "/readyz")) and "NVML" in got[1] and got,
+                WAIT_S,
+                "unready answer",
+            )
+            assert status == 503
+            assert "NVIDIA container toolkit" in text
+            assert _get(port, "/healthz") == (200, "ok\n")
+            assert process.poll() is None
+            assert kubelet.endpoints == []
+            assert "not ready, retried every" in (root / "plugin.log").read_text()
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+            kubelet.stop()
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _get_or_none(port: int, path: str) -> tuple[int, str] | None:
+    try:
+        return _get(port, path)
+    except OSError:
+        return None
+
+
 def test_pod_json_matches_node_runtime_format(tmp_path: Path) -> None:
     """The region description is what arkgpu.node.pods parses (kept in sync by this test)."""
     assignment = PodAssignment(NODE, (AssignedGpu(0, "GPU-x", 0, 5000),), qos="lc")
@@ -264,7 +331,7 @@ def test_pod_json_matches_node_runtime_format(tmp_path: Path) -> None:
         contract.ANNOTATION_MAX_BATCH: "16",
     }
     pod = PodInfo("ns", "p", "u", NODE, "2026", notes)
-    (tmp_path / "pod.json").write_text(json.dumps(pod_description(Pending(pod, assignment, "c"))))
+    (tmp_path / "pod.json").write_text(json.dumps(pod_description(pod, assignment, 0, 0)))
     spec = read_pod(tmp_path)
     assert (spec.kind, spec.model, spec.target_ms, spec.peak_rps, spec.max_batch) == (
         "lc",

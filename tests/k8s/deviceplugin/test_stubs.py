@@ -13,21 +13,31 @@ from pathlib import Path
 import pytest
 
 from arkgpu.k8s.proto.deviceplugin.v1beta1 import api_pb2
+from arkgpu.k8s.proto.podresources.v1 import api_pb2 as pr_pb2
 from k8s.stubs import drifted, recorded_in_readme, regenerate
 
 PROTO = Path("arkgpu/k8s/proto/deviceplugin/v1beta1/api.proto")
+POD_RESOURCES = Path("arkgpu/k8s/proto/podresources/v1/api.proto")
 
 
 def test_regenerating_from_the_vendored_proto_gives_the_committed_stubs(tmp_path: Path) -> None:
     """protoc (grpcio-tools) run as the README says writes the same three files."""
-    done = regenerate([PROTO], tmp_path)
+    done = regenerate([PROTO, POD_RESOURCES], tmp_path)
     assert done.returncode == 0, done.stderr
-    assert drifted([PROTO], tmp_path) == [], "regenerate the stubs (README)"
+    assert drifted([PROTO, POD_RESOURCES], tmp_path) == [], "regenerate the stubs (README)"
 
 
-def test_vendored_proto_is_the_kubelets_file() -> None:
-    """The proto's SHA-256 is the one the README records for k8s.io/kubelet v0.37.2."""
-    assert recorded_in_readme(PROTO, Path("arkgpu/k8s/proto/README.md"))
+@pytest.mark.parametrize("proto", [PROTO, POD_RESOURCES])
+def test_vendored_proto_is_the_kubelets_file(proto: Path) -> None:
+    """The proto's SHA-256 is the one the README records for k8s.io/kubelet."""
+    assert recorded_in_readme(proto, Path("arkgpu/k8s/proto/README.md"))
+
+
+def test_pod_resources_service_has_the_kubelets_full_name() -> None:
+    """The kubelet serves /v1.PodResourcesLister/<Method>."""
+    found = pr_pb2.DESCRIPTOR.services_by_name["PodResourcesLister"]
+    assert found.full_name == "v1.PodResourcesLister"
+    assert [m.name for m in found.methods] == ["List", "GetAllocatableResources", "Get"]
 
 
 @pytest.mark.parametrize(

@@ -114,7 +114,7 @@ def container_of(spec: dict[str, Any], workdir: Path) -> tuple[FakeContainer, di
 
 
 def test_registered_plugin_prepares_a_region_with_exactly_the_claims_cap_and_share(
-    workdir: Path,
+    workdir: Path, staged_native: Path
 ) -> None:
     """6 GiB and 30 %: the workload sees 6 GiB, is refused above it, runs near 30 %."""
     server, plugin = start(workdir, Claims(allocated_claim()))

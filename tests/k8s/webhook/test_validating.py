@@ -106,6 +106,33 @@ def test_init_container_is_named_as_such() -> None:
     )
 
 
+def test_two_gpu_containers_are_refused_with_the_reason() -> None:
+    """Two app containers asking for nvidia.com/gpu: refused at admission, both named (they
+    would otherwise stay Pending: the extender places one GPU container per pod)."""
+    _refused(
+        pod(container("a", gpu="1"), container("b", gpu="2"), container("c", cpu="1")),
+        "containers 'a', 'b' ask for nvidia.com/gpu: ArkGPU gives GPUs to one container",
+    )
+    assert _verdict(pod(container("a", gpu="1"), container("b", gpu="0")))["allowed"] is True
+
+
+def test_a_gpu_init_container_needs_an_app_container_asking_for_as_many() -> None:
+    """The kubelet hands an init container's devices to the app container: an init container
+    asking for more than the pod's GPU container (or with none) is refused; fewer or equal is
+    allowed."""
+    _refused(
+        pod(container("main", gpu="1"), init=(container("warm", gpu="2"),)),
+        "init container 'warm' asks for 2 nvidia.com/gpu but the pod's GPU container asks for 1",
+    )
+    _refused(
+        pod(container("main", cpu="1"), init=(container("warm", gpu="1"),)),
+        "asks for 1 nvidia.com/gpu but the pod's GPU container asks for 0",
+    )
+    for count in ("1", "2"):
+        good = pod(container("main", gpu="2"), init=(container("warm", gpu=count),))
+        assert _verdict(good)["allowed"] is True
+
+
 def test_every_problem_is_reported() -> None:
     """Two bad containers and a bad annotation: one message with all three, first reason counted."""
     message = _refused(
@@ -118,7 +145,7 @@ def test_every_problem_is_reported() -> None:
         "container 'b'",
         "unknown QoS class 'gold'",
     )
-    assert message.count("; ") == 2
+    assert message.count("; ") == 3  # and the two GPU containers
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from typing import Any
 from arkgpu.k8s.contract import (
     ANNOTATION_ASSIGNMENT,
     ANNOTATION_INVENTORY,
+    RESOURCE_GPU,
     ContractError,
     GpuRequest,
     InventoryGpu,
@@ -177,6 +178,10 @@ class NodeInfo:
     """Why the node offers no GPU ("" when it offers some)."""
     corrections: tuple[tuple[str, float], ...] = ()
     """Online calibration's corrections per model the node published (its inventory)."""
+    devices_per_gpu: int = 0
+    """``nvidia.com/gpu`` devices the kubelet advertises per GPU (the device plugin's
+    ``split_count``): allocatable ``nvidia.com/gpu`` over the inventory's healthy GPUs
+    outside MIG mode; at most that many containers fit one GPU. 0: unknown, no bound."""
 
     @property
     def gpu_model(self) -> str:
@@ -197,11 +202,23 @@ def read_node(obj: Mapping[str, Any]) -> NodeInfo:
         memory = math.floor(quantity(allocatable.get("memory", 0), f"{where}: memory") / MIB)
         inventory, error = _inventory(_annotations(obj).get(ANNOTATION_INVENTORY), where)
         gpus, error = _offered(inventory, where) if inventory is not None else ((), error)
+        per_gpu = _devices_per_gpu(allocatable, inventory, where)
     except ContractError as exc:
-        cpu, memory, gpus, error, inventory = 0, 0, (), str(exc), None
+        cpu, memory, gpus, error, inventory, per_gpu = 0, 0, (), str(exc), None, 0
     version = _text(meta, "resourceVersion")
     corrections = inventory.corrections if inventory is not None and gpus else ()
-    return NodeInfo(name, version, cpu, memory, gpus, error, corrections)
+    return NodeInfo(name, version, cpu, memory, gpus, error, corrections, per_gpu)
+
+
+def _devices_per_gpu(
+    allocatable: Mapping[str, Any], inventory: NodeInventory | None, where: str
+) -> int:
+    """Devices the kubelet counts per GPU (see :attr:`NodeInfo.devices_per_gpu`)."""
+    listed = allocatable.get(RESOURCE_GPU)
+    healthy = sum(g.healthy and not g.mig for g in inventory.gpus) if inventory else 0
+    if listed is None or not healthy:
+        return 0
+    return max(1, math.floor(quantity(listed, f"{where}: {RESOURCE_GPU}")) // healthy)
 
 
 def _inventory(text: str | None, where: str) -> tuple[NodeInventory | None, str]:

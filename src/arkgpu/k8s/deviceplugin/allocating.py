@@ -1,140 +1,171 @@
-"""Which pod an Allocate is for, and the region it gets (pure code over snapshots).
+"""Regions keyed by devices, and the pod that holds them (pure code over snapshots).
 
-The kubelet's Allocate names devices, never the pod. The pod is found as
-HAMi finds it: among the pods bound to this node that carry an assignment
-(``arkgpu.io/assignment``, written by the extender before the bind) and no
-``arkgpu.io/allocated`` yet, the oldest whose assignment has as many GPUs as
-the request has devices (one whose GPUs are those of the devices first).
+The kubelet's Allocate names devices, never the pod, so nothing about the pod
+is decided there: the region is named after the allocated device IDs
+(:func:`region_key`; the kubelet gives a device to one container at a time, and
+an init container's devices to the app container that reuses them) and gets
+closed limits. At PreStartContainer the kubelet's PodResources API names the pod
+and container holding those devices (:func:`holding_pods`); that pod's
+assignment sets the region's limits. Only GetPreferredAllocation still has to
+infer the pod being admitted (:func:`waiting_pods`): a wrong guess costs a GPU
+choice, never another pod's limits.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from arkgpu.k8s import contract
 from arkgpu.k8s.contract import AssignedGpu, ContractError, InventoryGpu, PodAssignment
 from arkgpu.k8s.deviceplugin.apiserver import PodInfo
 from arkgpu.k8s.deviceplugin.devices import gpu_of
+from arkgpu.k8s.deviceplugin.podresources import Holder
 from arkgpu.limiter.region import Limits
 
 MIB = 1 << 20
 OWNER_KEY = "pod_uid"
-"""Key of ``pod.json`` naming the pod a region was allocated for (the node runtime ignores
-it; the plugin removes the region once no pod on the node has that UID)."""
+"""Key of ``pod.json`` naming the pod a region serves (the node runtime ignores it)."""
+REGION_PREFIX = "dev-"
+"""Region folders named after their devices start so (others in ``regions_dir`` are not
+the device plugin's)."""
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+"""Pod phases after which no container runs again (a pod the kubelet rejected is Failed)."""
+CLOSED = Limits((0,), share_bp=0)
+"""A region's limits between Allocate and PreStartContainer: no memory, no GPU time."""
 
 
 class AllocationError(Exception):
-    """An Allocate that cannot be served; the message is what the pod's events show."""
+    """A call that cannot be served; the message is what the pod's events show."""
 
 
-@dataclass(frozen=True)
-class Pending:
-    """A pod waiting for its Allocate."""
-
-    pod: PodInfo
-    assignment: PodAssignment
-    container: str
-    """The container the GPUs are for."""
-
-    @property
-    def uuids(self) -> tuple[str, ...]:
-        """Its GPUs' UUIDs, in the assignment's order."""
-        return tuple(g.uuid for g in self.assignment.gpus)
+def region_key(device_ids: Iterable[str]) -> str:
+    """The region folder of the container holding ``device_ids`` (order-free)."""
+    text = "\n".join(sorted(set(device_ids)))
+    return REGION_PREFIX + hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def pending_pods(pods: Iterable[PodInfo], node: str) -> list[Pending]:
-    """Pods bound to ``node`` with a valid assignment for it and not yet allocated, oldest
-    first. A malformed assignment is skipped (the extender's webhook-validated JSON)."""
-    found = []
-    for pod in pods:
-        text = pod.annotations.get(contract.ANNOTATION_ASSIGNMENT)
-        if pod.node != node or pod.deleting or text is None:
-            continue
-        if contract.ANNOTATION_ALLOCATED in pod.annotations:
-            continue
-        try:
-            assignment = PodAssignment.from_json(text)
-        except ContractError:
-            continue
-        if assignment.node == node and assignment.gpus:
-            found.append(Pending(pod, assignment, _container(pod, assignment)))
-    return sorted(found, key=lambda p: (p.pod.created, p.pod.namespace, p.pod.name))
+def gpus_of(device_ids: Iterable[str]) -> tuple[str, ...]:
+    """The GPUs of ``device_ids``, each once, sorted: CUDA's device order in the container."""
+    return tuple(sorted({gpu_of(d) for d in device_ids}))
 
 
-def _container(pod: PodInfo, assignment: PodAssignment) -> str:
-    if assignment.container:
-        return assignment.container
-    for name, limits in pod.containers:
-        if contract.RESOURCE_GPU in limits:
-            return name
-    return pod.containers[0][0] if pod.containers else "main"
+def closed_limits(gpus: int) -> Limits:
+    """:data:`CLOSED` for ``gpus`` GPUs."""
+    return Limits((0,) * max(gpus, 1), share_bp=0)
 
 
-def choose(pending: Sequence[Pending], devices: Sequence[str]) -> Pending | None:
-    """The pod an Allocate of ``devices`` is for (see the module's text); None when none."""
-    size = len(devices)
-    gpus = {gpu_of(d) for d in devices}
-    sized = [p for p in pending if len(p.assignment.gpus) == size]
-    exact = [p for p in sized if set(p.uuids) == gpus]
-    best = exact or sized
-    return best[0] if best else None
-
-
-def not_found_message(node: str, devices: Sequence[str]) -> str:
-    """Why no pod matched an Allocate of ``devices`` (shown on the pod by the kubelet)."""
-    return (
-        f"arkgpu device plugin: no pod bound to node {node} waits for {len(devices)} "
-        f"{contract.RESOURCE_GPU} device(s): none carries {contract.ANNOTATION_ASSIGNMENT} "
-        f"for this node with {len(devices)} GPU(s) and no {contract.ANNOTATION_ALLOCATED} "
-        f"(is the pod's schedulerName {contract.SCHEDULER_NAME}?)"
-    )
-
-
-def region_name(pending: Pending) -> str:
-    """The region folder of the pod's container (``_`` is in no namespace, pod or
-    container name, so names never collide)."""
-    return f"{pending.pod.namespace}_{pending.pod.name}_{pending.container}"
-
-
-def check_gpus(pending: Pending, gpus: Sequence[InventoryGpu], node: str) -> None:
-    """AllocationError unless every assigned GPU is a healthy GPU of this node."""
-    by_uuid = {g.uuid: g for g in gpus}
-    for assigned in pending.assignment.gpus:
-        gpu = by_uuid.get(assigned.uuid)
+def check_devices(device_ids: Sequence[str], gpus: Sequence[InventoryGpu]) -> None:
+    """AllocationError unless every device is one of a healthy GPU of this node."""
+    by_uuid = {g.uuid: g for g in gpus if not g.mig}
+    if not device_ids:
+        raise AllocationError("arkgpu device plugin: Allocate named no device")
+    for device in device_ids:
+        gpu = by_uuid.get(gpu_of(device))
         if gpu is None:
-            raise AllocationError(
-                f"arkgpu device plugin: pod {pending.pod.key}: assigned GPU {assigned.uuid} "
-                f"is not on node {node}"
-            )
+            raise AllocationError(f"arkgpu device plugin: device {device} is not advertised here")
         if not gpu.healthy:
-            raise AllocationError(
-                f"arkgpu device plugin: pod {pending.pod.key}: assigned GPU {assigned.uuid} "
-                f"is unhealthy on node {node}"
-            )
+            raise AllocationError(f"arkgpu device plugin: device {device}: GPU is unhealthy")
 
 
-def limits_of(assignment: PodAssignment) -> Limits:
-    """The container's first limits: each GPU's memory cap (0: none) and the smallest of
-    the GPUs' shares (one share holds for every GPU of a container in the limiter)."""
-    caps = tuple(g.memory_mib * MIB if g.memory_mib else None for g in assignment.gpus)
-    return Limits(caps, share_bp=min(g.share_bp for g in assignment.gpus))
+def holding_pods(holders: Iterable[Holder], device_ids: Iterable[str]) -> list[tuple[str, str]]:
+    """``(namespace, pod)`` of every listed container holding any of ``device_ids``, each once.
+
+    Overlap, not equality: PodResources lists app containers only, and an app container may
+    hold part of its init container's devices; a device is held by one active pod at a time.
+    """
+    wanted = frozenset(device_ids)
+    return list(dict.fromkeys(h.pod_key for h in holders if h.devices & wanted))
 
 
-def pod_description(pending: Pending) -> dict[str, Any]:
+def live(pod: PodInfo | None, node: str) -> bool:
+    """Whether a pod is bound to ``node`` and not in a terminal phase."""
+    return pod is not None and pod.node == node and pod.phase not in TERMINAL_PHASES
+
+
+def assignment_of(pod: PodInfo, node: str) -> PodAssignment:
+    """The pod's assignment for ``node`` (AllocationError naming what is wrong)."""
+    text = pod.annotations.get(contract.ANNOTATION_ASSIGNMENT)
+    if text is None:
+        raise AllocationError(
+            f"arkgpu device plugin: pod {pod.key} holds {contract.RESOURCE_GPU} devices but "
+            f"carries no {contract.ANNOTATION_ASSIGNMENT} (is its schedulerName "
+            f"{contract.SCHEDULER_NAME}?)"
+        )
+    try:
+        assignment = PodAssignment.from_json(text)
+    except ContractError as exc:
+        raise AllocationError(f"arkgpu device plugin: pod {pod.key}: {exc}") from None
+    if assignment.node != node or not assignment.gpus:
+        raise AllocationError(
+            f"arkgpu device plugin: pod {pod.key}: its assignment is for node "
+            f"{assignment.node!r}, not {node}"
+        )
+    return assignment
+
+
+def waiting_pods(
+    pods: Iterable[PodInfo], node: str, holding: set[tuple[str, str]]
+) -> list[PodInfo]:
+    """Pods of ``node`` with an assignment, not terminal or deleting, holding no devices yet,
+    in the order the kubelet admits them (creation time)."""
+    found = [
+        p
+        for p in pods
+        if live(p, node)
+        and not p.deleting
+        and contract.ANNOTATION_ASSIGNMENT in p.annotations
+        and (p.namespace, p.name) not in holding
+    ]
+    return sorted(found, key=lambda p: (p.created, p.namespace, p.name))
+
+
+def preferred_uuids(waiting: Sequence[PodInfo], node: str, size: int) -> tuple[str, ...]:
+    """The GPUs of the first waiting pod whose assignment has ``size`` GPUs, else of the first
+    with more (its init container, asking for fewer, is allocated first); empty: none."""
+    assigned = []
+    for pod in waiting:
+        try:
+            assigned.append(tuple(g.uuid for g in assignment_of(pod, node).gpus))
+        except AllocationError:
+            continue
+    exact = [a for a in assigned if len(a) == size]
+    larger = [a for a in assigned if len(a) > size]
+    return (exact or larger or [()])[0]
+
+
+def matched(assignment: PodAssignment, uuids: Sequence[str]) -> tuple[AssignedGpu, ...]:
+    """The assigned GPU whose limits each allocated GPU takes: the same GPU when assigned,
+    else the assigned GPUs not allocated, in order (the kubelet chose other devices)."""
+    by_uuid = {g.uuid: g for g in assignment.gpus}
+    spare = [g for g in assignment.gpus if g.uuid not in uuids]
+    last = assignment.gpus[-1]
+    return tuple(by_uuid.get(u) or (spare.pop(0) if spare else last) for u in uuids)
+
+
+def limits_for(assignment: PodAssignment, uuids: Sequence[str]) -> Limits:
+    """The container's limits on its allocated GPUs: each GPU's memory cap (0: none) and the
+    smallest share (one share holds for every GPU of a container in the limiter)."""
+    gpus = matched(assignment, uuids)
+    caps = tuple(g.memory_mib * MIB if g.memory_mib else None for g in gpus)
+    return Limits(caps, share_bp=min(g.share_bp for g in gpus))
+
+
+def pod_description(
+    pod: PodInfo, assignment: PodAssignment, gpu_index: int, memory_mib: int
+) -> dict[str, Any]:
     """``pod.json`` of the region, as the node runtime reads it (docs/NODE.md)."""
-    first: AssignedGpu = pending.assignment.gpus[0]
-    notes = pending.pod.annotations
+    notes = pod.annotations
     body: dict[str, Any] = {
-        "kind": pending.assignment.qos,
-        "gpu": first.index,
+        "kind": assignment.qos,
+        "gpu": gpu_index,
         "model": notes.get(contract.ANNOTATION_MODEL, "unknown"),
-        "memory_mib": first.memory_mib or None,
-        OWNER_KEY: pending.pod.uid,
+        "memory_mib": memory_mib or None,
+        OWNER_KEY: pod.uid,
     }
-    if pending.assignment.qos == contract.QOS_LC:
-        where = f"pod {pending.pod.key}"
+    if assignment.qos == contract.QOS_LC:
+        where = f"pod {pod.key}"
         body["target_ms"] = _number(notes, contract.ANNOTATION_LATENCY_TARGET_MS, where)
         body["peak_rps"] = _number(notes, contract.ANNOTATION_PEAK_RPS, where, 0.0)
         body["max_batch"] = int(_number(notes, contract.ANNOTATION_MAX_BATCH, where, 8.0))

@@ -1,7 +1,8 @@
 """What the device plugin and the inventory ask of the API server, behind a Protocol.
 
-Three calls: the pods bound to this node, a merge patch of a pod's
-annotations, a merge patch of the node's annotations. Unit tests use an
+Three calls: the pods bound to this node, one pod by name (PreStartContainer
+reads the assignment of the pod the kubelet names), a merge patch of the node's
+annotations. Nothing the kubelet's Allocate waits for goes through here. Unit tests use an
 in-memory implementation; :class:`KubernetesApi` is the real one, over the
 official ``kubernetes`` client (JSON merge patches of ``metadata.annotations``
 only, so nothing else a controller owns is touched).
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+REQUEST_TIMEOUT_S = (3.0, 10.0)
+"""Connect and read timeouts of each call: a kubelet call waiting on one is never stuck."""
 MERGE_PATCH = "application/merge-patch+json"
 """Content type of a JSON merge patch (RFC 7386)."""
 
@@ -34,6 +37,9 @@ class PodInfo:
     """Each container's name and ``resources.limits``, in order."""
     deleting: bool = False
     """``metadata.deletionTimestamp`` is set."""
+    phase: str = "Pending"
+    """``status.phase`` (``Succeeded`` and ``Failed`` are terminal: a pod the kubelet
+    rejected at admission is ``Failed``)."""
 
     @property
     def key(self) -> str:
@@ -48,8 +54,8 @@ class PodApi(Protocol):
         """Every pod bound to ``node``."""
         ...
 
-    def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
-        """Merge ``annotations`` into the pod's."""
+    def pod(self, namespace: str, name: str) -> PodInfo | None:
+        """The pod ``namespace/name`` (None when there is none)."""
         ...
 
 
@@ -75,13 +81,24 @@ class KubernetesApi:
 
     def pods_on_node(self, node: str) -> list[PodInfo]:
         """Every pod bound to ``node`` (a field selector on ``spec.nodeName``)."""
-        listed = self._core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
+        listed = self._core.list_pod_for_all_namespaces(
+            field_selector=f"spec.nodeName={node}", _request_timeout=REQUEST_TIMEOUT_S
+        )
         return [_pod_info(p) for p in listed.items]
 
-    def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
-        """A JSON merge patch of the pod's annotations."""
-        body = {"metadata": {"annotations": annotations}}
-        self._core.patch_namespaced_pod(name, namespace, body, _content_type=MERGE_PATCH)
+    def pod(self, namespace: str, name: str) -> PodInfo | None:
+        """GET the pod (None on 404)."""
+        from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+
+        try:
+            found = self._core.read_namespaced_pod(
+                name, namespace, _request_timeout=REQUEST_TIMEOUT_S
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return _pod_info(found)
 
     def annotate_node(self, node: str, annotations: dict[str, str]) -> None:
         """A JSON merge patch of the node's annotations."""
@@ -109,4 +126,5 @@ def _pod_info(pod: Any) -> PodInfo:
         annotations=dict(meta.annotations or {}),
         containers=containers,
         deleting=meta.deletion_timestamp is not None,
+        phase=(pod.status.phase if pod.status is not None else None) or "Pending",
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from arkgpu.model import settings
-from arkgpu.model.settings import Parser, boolean, integer, number, parsed, path, text
+from arkgpu.model.settings import Parser, boolean, choice, integer, number, parsed, path, text
 
 NODE_NAME_VARIABLE = "NODE_NAME"
 """Environment variable giving the node's name when ``node_name`` is not set (the
@@ -39,6 +39,27 @@ class DevicePluginConfig:
     """Host path of the interception library mounted read-only into each container and
     preloaded there (default /usr/local/lib/arkgpu/libarkgpu_limiter.so, where the node
     DaemonSet installs it)."""
+    preload_file: Path = Path("/run/arkgpu/ld.so.preload")
+    """Host file the plugin writes at start with ``library_path`` on one line; mounted
+    read-only at ``/etc/ld.so.preload`` in each container, so ld.so loads the library
+    whatever the pod's ``LD_PRELOAD`` (default /run/arkgpu/ld.so.preload)."""
+    pod_resources_socket: Path = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
+    """The kubelet's PodResources API socket: which pod holds which devices (default
+    /var/lib/kubelet/pod-resources/kubelet.sock, the kubelet's)."""
+    dev_root: Path = Path("/dev")
+    """Where the plugin looks for the NVIDIA device nodes before naming them to the
+    kubelet (default /dev: the host's, as the privileged plugin sees it)."""
+    device_list_strategy: str = "device-nodes"
+    """How a container gets its GPUs: ``device-nodes`` (default: device nodes and
+    ``NVIDIA_VISIBLE_DEVICES`` for the NVIDIA container runtime) or ``cdi`` (CDI device
+    names ``<cdi_kind>=<uuid>`` in the Allocate answer, for the GPU Operator's CDI mode
+    and CRI-O)."""
+    cdi_kind: str = "nvidia.com/gpu"
+    """CDI kind of the GPUs when ``device_list_strategy`` is ``cdi`` (default
+    nvidia.com/gpu, what nvidia-ctk generates)."""
+    region_grace_s: float = 60.0
+    """A region no container holds (per PodResources) is removed once it is older than
+    this, seconds (default 60: the kubelet records an allocation just after Allocate)."""
     split_count: int = 10
     """Virtual devices advertised per healthy GPU (default 10): how many containers may
     share one GPU, as HAMi's ``deviceSplitCount``."""
@@ -86,6 +107,12 @@ PARSERS: dict[str, Parser] = {
     "kubelet_dir": path,
     "regions_dir": path,
     "library_path": path,
+    "preload_file": path,
+    "pod_resources_socket": path,
+    "dev_root": path,
+    "device_list_strategy": choice("device-nodes", "cdi"),
+    "cdi_kind": text,
+    "region_grace_s": number(0.0, 86_400.0),
     "split_count": integer(1, 1000),
     "inventory_period_s": number(0.0, 86_400.0),
     "kubelet_check_s": number(0.0, 60.0),

@@ -1,37 +1,38 @@
-"""What Allocate does for one container: its region on the node, and what the kubelet adds.
+"""What the plugin does on the node for one container: its region, and what the kubelet adds.
 
-The region is created with the limiter's own code
-(:func:`arkgpu.limiter.region.create_region`) under ``regions_dir``, with
-``pod.json`` beside ``limits`` and ``usage``, so the node runtime adopts it.
+Regions are created with the limiter's own code (:mod:`arkgpu.limiter.region`)
+under ``regions_dir``, one per set of allocated devices
+(:func:`arkgpu.k8s.deviceplugin.allocating.region_key`): at Allocate with closed
+limits, at PreStartContainer with the pod's (re-created there when missing: after
+a reboot the kubelet starts containers from its checkpoint without an Allocate).
 The container gets:
 
 - environment: ``ARKGPU_REGION_DIR`` (its region's path inside the container),
-  ``CUDA_VISIBLE_DEVICES`` and ``NVIDIA_VISIBLE_DEVICES`` (the assigned GPUs'
-  UUIDs, comma-separated), ``LD_PRELOAD`` (the interception library);
-- mounts: the library (read-only), the region folder (read-write: the
-  library writes ``usage``) and over it the ``limits`` file (read-only);
-- device nodes: ``/dev/nvidia<index>`` of each assigned GPU, ``/dev/nvidiactl``,
-  ``/dev/nvidia-uvm``, ``/dev/nvidia-uvm-tools``.
-
-A region's ``pod.json`` names its pod's UID; once no pod on the node has it
-(the pod was deleted), the region is removed.
+  ``CUDA_VISIBLE_DEVICES`` and ``NVIDIA_VISIBLE_DEVICES`` (its GPUs' UUIDs);
+  never ``LD_PRELOAD``: the pod's own value stays the pod's;
+- mounts: the library (read-only), the ``preload_file`` at ``/etc/ld.so.preload``
+  (read-only: ld.so loads the library first in every process, whatever the
+  environment), the region folder (read-write: the library writes ``usage``) and
+  over it the ``limits`` file (read-only);
+- device nodes ``/dev/nvidia<minor>`` of its GPUs and the control nodes that
+  exist on the node, or with ``device_list_strategy = "cdi"`` the CDI devices
+  ``<cdi_kind>=<uuid>`` (the runtime's CDI spec brings nodes and libraries).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from arkgpu.k8s.deviceplugin.allocating import (
-    OWNER_KEY,
-    Pending,
-    limits_of,
-    pod_description,
-    region_name,
-)
+from arkgpu.k8s.deviceplugin.allocating import REGION_PREFIX, closed_limits
+from arkgpu.k8s.deviceplugin.config import DevicePluginConfig
 from arkgpu.k8s.deviceplugin.wire import pb
-from arkgpu.limiter.region import LIMITS_FILE, create_region
+from arkgpu.limiter.region import LIMITS_FILE, USAGE_FILE, Limits, create_region, write_limits
 
 CONTAINER_REGION = Path("/run/arkgpu/region")
 """Where a container sees its region."""
@@ -39,34 +40,71 @@ REGION_VARIABLE = "ARKGPU_REGION_DIR"
 """The interception library reads its region's path from this variable."""
 POD_FILE = "pod.json"
 """The region's pod description, read by the node runtime (``arkgpu.node.pods``)."""
-CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
-"""Device nodes every CUDA process needs besides its GPUs'."""
+PRELOAD_PATH = Path("/etc/ld.so.preload")
+"""ld.so's system-wide preload list, read before ``LD_PRELOAD``."""
+CONTROL_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
+"""Device nodes a CUDA process uses besides its GPUs' (named only where they exist)."""
 
 
-def create_container_region(pending: Pending, regions_dir: Path) -> Path:
-    """Create (or re-create: a retried Allocate) the container's region; return its folder."""
-    directory = regions_dir / region_name(pending)
-    create_region(directory, limits_of(pending.assignment))
-    tmp = directory / f".{POD_FILE}.tmp"
-    tmp.write_text(json.dumps(pod_description(pending)), encoding="utf-8")
-    tmp.chmod(0o644)
-    tmp.replace(directory / POD_FILE)
+def open_region(regions_dir: Path, key: str, gpus: int) -> Path:
+    """The region ``key``, (re)created with closed limits and no ``pod.json``.
+
+    The kubelet calls Allocate at admission, before any container of the pod runs, and
+    never again for a running container; so whatever a region of the same devices held
+    (a pod that ended, the init container's Allocate) is from no running container, and
+    the fresh files (and folder time) keep the collection from taking the region.
+    """
+    directory = regions_dir / key
+    create_region(directory, closed_limits(gpus))
+    (directory / POD_FILE).unlink(missing_ok=True)
+    os.utime(directory)
     return directory
 
 
+def settle_region(directory: Path, limits: Limits, description: Mapping[str, Any]) -> None:
+    """Give the region its pod's limits and ``pod.json`` (created when missing)."""
+    if (directory / LIMITS_FILE).is_file() and (directory / USAGE_FILE).is_file():
+        write_limits(directory, limits)
+    else:
+        create_region(directory, limits)
+    tmp = directory / f".{POD_FILE}.tmp"
+    tmp.write_text(json.dumps(dict(description)), encoding="utf-8")
+    tmp.chmod(0o644)
+    tmp.replace(directory / POD_FILE)
+
+
+def write_preload_file(config: DevicePluginConfig) -> None:
+    """Write ``preload_file``: the library's path on one line (atomic, mode 0644)."""
+    target = config.preload_file
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(f"{config.library_path}\n", encoding="utf-8")
+    tmp.chmod(0o644)
+    tmp.replace(target)
+
+
+def device_nodes(config: DevicePluginConfig, minors: Sequence[int]) -> list[str]:
+    """Host paths of the GPUs' nodes and the control nodes present under ``dev_root``."""
+    names = [f"nvidia{m}" for m in minors] + list(CONTROL_DEVICES)
+    return [f"/dev/{n}" for n in names if (config.dev_root / n).exists()]
+
+
 def container_response(
-    pending: Pending, region: Path, library: Path
+    config: DevicePluginConfig, uuids: Sequence[str], minors: Sequence[int], region: Path
 ) -> pb.ContainerAllocateResponse:
-    """Environment, mounts and device nodes of the container (the module's text)."""
-    uuids = ",".join(pending.uuids)
+    """Environment, mounts and devices of the container (the module's text)."""
+    visible = ",".join(uuids)
     envs = {
         REGION_VARIABLE: str(CONTAINER_REGION),
-        "CUDA_VISIBLE_DEVICES": uuids,
-        "NVIDIA_VISIBLE_DEVICES": uuids,
-        "LD_PRELOAD": str(library),
+        "CUDA_VISIBLE_DEVICES": visible,
+        "NVIDIA_VISIBLE_DEVICES": visible,
     }
+    library = config.library_path
     mounts = [
         pb.Mount(container_path=str(library), host_path=str(library), read_only=True),
+        pb.Mount(
+            container_path=str(PRELOAD_PATH), host_path=str(config.preload_file), read_only=True
+        ),
         pb.Mount(container_path=str(CONTAINER_REGION), host_path=str(region), read_only=False),
         pb.Mount(
             container_path=str(CONTAINER_REGION / LIMITS_FILE),
@@ -74,31 +112,30 @@ def container_response(
             read_only=True,
         ),
     ]
-    nodes = [f"/dev/nvidia{g.index}" for g in pending.assignment.gpus] + list(CONTROL_DEVICES)
+    if config.device_list_strategy == "cdi":
+        cdi = [pb.CDIDevice(name=f"{config.cdi_kind}={u}") for u in uuids]
+        return pb.ContainerAllocateResponse(envs=envs, mounts=mounts, cdi_devices=cdi)
+    nodes = device_nodes(config, minors)
     devices = [pb.DeviceSpec(container_path=n, host_path=n, permissions="rw") for n in nodes]
     return pb.ContainerAllocateResponse(envs=envs, mounts=mounts, devices=devices)
 
 
-def allocated_regions(regions_dir: Path) -> dict[Path, str]:
-    """Regions this plugin created (their ``pod.json`` names a pod UID) -> that UID."""
-    found = {}
-    for folder in sorted(regions_dir.glob("*/")):
+def stale_regions(regions_dir: Path, held: set[str], grace_s: float) -> list[Path]:
+    """The plugin's regions no container holds, older than ``grace_s`` (``held``: the region
+    keys of every container's devices, listed after the regions were)."""
+    now = time.time()
+    found = []
+    for folder in sorted(regions_dir.glob(f"{REGION_PREFIX}*/")):
         try:
-            body = json.loads((folder / POD_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            age = now - folder.stat().st_mtime
+        except OSError:
             continue
-        owner = body.get(OWNER_KEY) if isinstance(body, dict) else None
-        if isinstance(owner, str) and owner:
-            found[folder] = owner
+        if folder.name not in held and age > grace_s:
+            found.append(folder)
     return found
 
 
-def remove_orphans(regions: dict[Path, str], live_uids: set[str]) -> list[Path]:
-    """Delete the regions in ``regions`` whose pod is not in ``live_uids``; those deleted.
-
-    ``regions`` must be listed before the pods were: a region created since is not in it.
-    """
-    gone = [folder for folder, uid in regions.items() if uid not in live_uids]
-    for folder in gone:
+def remove_regions(folders: Sequence[Path]) -> None:
+    """Delete ``folders``."""
+    for folder in folders:
         shutil.rmtree(folder, ignore_errors=True)
-    return gone

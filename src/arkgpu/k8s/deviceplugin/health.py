@@ -2,8 +2,10 @@
 
 - ``/healthz``: 200 while the plugin's loop has run recently (it checks the
   kubelet every ``kubelet_check_s``), else 503: a stuck plugin gets restarted.
-- ``/readyz``: 200 once registered with the kubelet now serving, else 503.
-- ``/metrics``: Prometheus text: registrations, allocations, refusals, GPUs by health.
+- ``/readyz``: 200 once registered with the kubelet now serving, else 503 (with the reason
+  when NVML does not start).
+- ``/metrics``: Prometheus text: registrations, allocations, refusals,
+  PreStartContainer calls, GPU mismatches, another plugin's devices, GPUs by health.
 """
 
 from __future__ import annotations
@@ -36,9 +38,30 @@ def metrics_text(plugin: DevicePlugin) -> str:
         (
             "allocate_refusals_total",
             "counter",
-            "Allocate calls answered with an error.",
+            "Allocate and PreStartContainer calls answered with an error.",
             "",
             plugin.service.refusals,
+        ),
+        (
+            "prestarts_total",
+            "counter",
+            "Containers given their pod's limits.",
+            "",
+            plugin.service.prestarts,
+        ),
+        (
+            "gpu_mismatches_total",
+            "counter",
+            "Containers allocated other GPUs than their pod's assigned ones.",
+            "",
+            plugin.service.mismatches,
+        ),
+        (
+            "foreign_devices",
+            "gauge",
+            "nvidia.com/gpu devices the kubelet holds from another device plugin.",
+            "",
+            plugin.foreign_devices,
         ),
         ("gpus", "gauge", "GPUs of the node by health.", '{health="healthy"}', healthy),
         ("gpus", "gauge", "", '{health="unhealthy"}', len(gpus) - healthy),
@@ -60,6 +83,8 @@ def _answer(plugin: DevicePlugin, path: str) -> tuple[int, str]:
         alive = time.monotonic() - plugin.last_tick < stale
         return (200, "ok\n") if alive else (503, "loop stalled\n")
     if path == "/readyz":
+        if plugin.not_ready:
+            return 503, f"not ready: {plugin.not_ready}\n"
         return (200, "ok\n") if plugin.registered else (503, "not registered\n")
     return 404, "not found\n"
 

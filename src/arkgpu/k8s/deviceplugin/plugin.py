@@ -6,7 +6,8 @@ socket in its directory and creates a new ``kubelet.sock``: the plugin then
 serves a fresh socket and registers again, as NVIDIA's plugin does. Every
 ``inventory_period_s`` it asks NVML again for the GPUs; a change reaches the
 kubelet through ListAndWatch and the cluster through the inventory annotation,
-and the regions of pods no longer on the node are removed.
+and the regions no container holds any more (per the kubelet's PodResources API)
+are removed; a second plugin holding ``nvidia.com/gpu`` is warned about.
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ from pathlib import Path
 import grpc
 
 from arkgpu.k8s.contract import RESOURCE_GPU, InventoryGpu
+from arkgpu.k8s.deviceplugin.allocating import region_key
 from arkgpu.k8s.deviceplugin.apiserver import PodApi
 from arkgpu.k8s.deviceplugin.config import SOCKET_NAME, DevicePluginConfig
-from arkgpu.k8s.deviceplugin.containers import allocated_regions, remove_orphans
+from arkgpu.k8s.deviceplugin.containers import remove_regions, stale_regions, write_preload_file
+from arkgpu.k8s.deviceplugin.devices import SEPARATOR
+from arkgpu.k8s.deviceplugin.podresources import DeviceHolders
 from arkgpu.k8s.deviceplugin.service import DeviceBoard, DevicePluginService, options
 from arkgpu.k8s.deviceplugin.wire import API_VERSION, add_device_plugin, pb, register, unix_target
 from arkgpu.k8s.gpus import GpuSource
@@ -31,6 +35,12 @@ from arkgpu.k8s.inventory import InventoryPublisher
 
 REGISTER_TIMEOUT_S = 10.0
 """How long a Register call may take before it is tried again at the next check."""
+NO_NVML_HINT = (
+    "the container needs the NVIDIA driver's libraries: the NVIDIA container toolkit as the "
+    "default runtime or node.runtimeClassName, or privileged with the libraries mounted; "
+    "docs/INSTALL.md"
+)
+"""What a node without NVML in the plugin's container lacks."""
 WORKERS = 8
 """gRPC worker threads: one per open ListAndWatch stream, the rest for the other calls."""
 
@@ -52,13 +62,21 @@ class DevicePlugin:
         config: DevicePluginConfig,
         gpus: GpuSource,
         pods: PodApi,
+        holders: DeviceHolders,
         inventory: InventoryPublisher,
         log: Callable[[str], None],
     ) -> None:
         self.config, self.gpus, self.inventory, self.log = config, gpus, inventory, log
         self.board = DeviceBoard()
-        self.pods = pods
-        self.service = DevicePluginService(config, self.board, pods, log)
+        self.holders = holders
+        self.service = DevicePluginService(config, self.board, pods, holders, log)
+        self.not_ready = ""
+        """Why the plugin cannot serve yet (NVML does not start); empty once it has GPUs."""
+        self.rescans = 0
+        """Periodic scans done (each also collects regions and checks for another plugin)."""
+        self.foreign_devices = 0
+        """``nvidia.com/gpu`` devices the kubelet can allocate that are not this plugin's
+        (another plugin, such as NVIDIA's, registered the resource)."""
         self._server: grpc.Server | None = None
         self._own: tuple[int, int] | None = None
         self._kubelet: tuple[int, int] | None = None
@@ -92,21 +110,45 @@ class DevicePlugin:
             gpus = self.board.snapshot()[1]
             self.board.update(tuple(replace(g, healthy=False) for g in gpus))
         self.collect_regions()
+        self.check_foreign()
+        self.rescans += 1
 
     def collect_regions(self) -> None:
-        """Remove the regions of pods no longer on the node (kept when the API server fails)."""
+        """Remove the regions no container holds any more, per the kubelet's PodResources
+        (kept while the kubelet does not answer); see :func:`stale_regions`."""
         if not self.config.regions_dir.is_dir():
             return
-        regions = allocated_regions(self.config.regions_dir)
-        if not regions:
+        listed = stale_regions(self.config.regions_dir, set(), self.config.region_grace_s)
+        if not listed:
             return
         try:
-            pods = self.pods.pods_on_node(self.config.node_name)
-        except Exception as exc:  # the API server: tried again at the next scan
+            holders = self.holders.holders(RESOURCE_GPU)
+        except Exception as exc:  # the kubelet: tried again at the next scan
             self.log(f"regions not collected: {type(exc).__name__}")
             return
-        for folder in remove_orphans(regions, {p.uid for p in pods}):
-            self.log(f"removed region {folder} (its pod is gone)")
+        held = {region_key(h.devices) for h in holders}
+        gone = [f for f in listed if f.name not in held]
+        remove_regions(gone)
+        for folder in gone:
+            self.log(f"removed region {folder} (no container holds its devices)")
+
+    def check_foreign(self) -> None:
+        """Count the kubelet's ``nvidia.com/gpu`` devices that are not ours; warn on a change."""
+        try:
+            listed = self.holders.allocatable(RESOURCE_GPU)
+        except Exception:  # the kubelet: asked again at the next scan
+            return
+        ours = {g.uuid for g in self.board.snapshot()[1]}
+        foreign = sorted(
+            d for d in listed if d.rsplit(SEPARATOR, 1)[0] not in ours or SEPARATOR not in d
+        )
+        if len(foreign) != self.foreign_devices and foreign:
+            self.log(
+                f"WARNING: the kubelet holds {len(foreign)} {RESOURCE_GPU} device(s) of another "
+                f"device plugin (e.g. {foreign[0]}): pods given them run without the limiter; "
+                "keep NVIDIA's plugin off this node (docs/k8s/DEVICE-PLUGIN.md)"
+            )
+        self.foreign_devices = len(foreign)
 
     def check_kubelet(self) -> None:
         """Serve a fresh socket if ours is gone; register if the kubelet is new."""
@@ -150,7 +192,8 @@ class DevicePlugin:
         """Scan, serve and register until ``stop`` is set; then close the socket."""
         next_scan = time.monotonic() + self.config.inventory_period_s
         try:
-            self.scan()
+            write_preload_file(self.config)
+            self._first_scan(stop)
             while not stop.is_set():
                 if time.monotonic() >= next_scan:
                     self._rescan()
@@ -160,6 +203,27 @@ class DevicePlugin:
                 stop.wait(self.config.kubelet_check_s)
         finally:
             self.close()
+
+    def _first_scan(self, stop: threading.Event) -> None:
+        """Scan until NVML answers, every ``inventory_period_s``: without the driver's libraries
+        in the container (no NVIDIA container toolkit, no runtime class) the plugin stays up,
+        unready with the reason on ``/readyz`` and in the log, instead of restarting in a loop;
+        nothing is served or registered until it has GPUs."""
+        while not stop.is_set():
+            try:
+                self.scan()
+            except OSError as exc:
+                reason = f"{exc} ({NO_NVML_HINT})"
+                if reason != self.not_ready:
+                    self.log(
+                        f"not ready, retried every {self.config.inventory_period_s:g} s: {reason}"
+                    )
+                self.not_ready = reason
+                self.last_tick = time.monotonic()
+                stop.wait(self.config.inventory_period_s)
+            else:
+                self.not_ready = ""
+                return
 
     @property
     def registered(self) -> bool:

@@ -17,6 +17,7 @@ from arkgpu.k8s.deviceplugin.apiserver import KubernetesApi
 from arkgpu.k8s.deviceplugin.config import DevicePluginConfig
 from arkgpu.k8s.deviceplugin.health import serve_health
 from arkgpu.k8s.deviceplugin.plugin import DevicePlugin
+from arkgpu.k8s.deviceplugin.podresources import PodResourcesClient
 from arkgpu.k8s.deviceplugin.service import now_rfc3339
 from arkgpu.k8s.gpus import AssumedGpus, GpuSource, NvmlGpus
 from arkgpu.k8s.inventory import InventoryPublisher, read_corrections
@@ -44,7 +45,8 @@ def serve(config: DevicePluginConfig) -> int:
     inventory = InventoryPublisher(
         api, config.node_name, now_rfc3339, lambda: read_corrections(published)
     )
-    plugin = DevicePlugin(config, gpus, api, inventory, log)
+    holders = PodResourcesClient(config.pod_resources_socket)
+    plugin = DevicePlugin(config, gpus, api, holders, inventory, log)
     log(
         f"node {config.node_name}, {config.split_count} devices per GPU, "
         f"regions {config.regions_dir}"

@@ -35,6 +35,7 @@ import numpy as np
 
 from arkgpu.k8s.cluster.objects import NodeInfo, PodInfo
 from arkgpu.k8s.contract import AssignedGpu, ContractError, PodAssignment
+from arkgpu.k8s.extender.devices import DeviceCounts
 from arkgpu.k8s.extender.requests import lc_attributes, model_pod, qos_of
 from arkgpu.k8s.extender.verdicts import Verdicts, rank_group
 from arkgpu.k8s.inventory import Corrections
@@ -109,6 +110,8 @@ class ClusterView:
         """Bumped at every change of the state (filter answers are cached per version)."""
         self._seen_version: dict[str, int] = {}
         self._arrived: set[str] = set()
+        self.devices = DeviceCounts()
+        """Containers per GPU against the devices the kubelet advertises for it."""
 
     # -- nodes -------------------------------------------------------------------------
 
@@ -141,6 +144,10 @@ class ClusterView:
             info.memory_mib,
         ):
             self.nodes[info.name] = info
+            if old.devices_per_gpu != info.devices_per_gpu:
+                row = self.index[info.name]
+                self.devices.rebound(self.scheduler.state, row, info.devices_per_gpu)
+                self.version += 1
             return
         if old is not None:
             self._take_out(info.name)
@@ -166,6 +173,7 @@ class ClusterView:
         self.scheduler.join(node)
         state = self.scheduler.state
         i = self.index[info.name] = state.node_index(info.name)
+        self.devices.join(i, info.devices_per_gpu)
         self._sizes.add(info.gpus[0].memory_mib)
         for slot, gpu in enumerate(info.gpus):
             state.gpu_memory_left[i, slot] = gpu.memory_mib
@@ -274,11 +282,14 @@ class ClusterView:
             LOG.warning("pod %s: assigned GPUs %s not offered by %s", info.key, missing, a.node)
             return
         slots = tuple(uuids.index(g.uuid) for g in a.gpus)
+        state, row = self.scheduler.state, self.index[a.node]
         try:
-            self.scheduler.adopt(self._adopted_pod(info, a), a.node, slots)
+            with self.devices.opened(state, row, slots):
+                self.scheduler.adopt(self._adopted_pod(info, a), a.node, slots)
         except PlacementError as exc:
             LOG.warning("pod %s: cannot count its assignment: %s", info.key, exc)
             return
+        self.devices.take(state, row, slots)
         self.placed[info.uid] = Placed(a)
         self.version += 1
 
@@ -303,9 +314,12 @@ class ClusterView:
             )
 
     def release(self, uid: str) -> None:
-        """The pod's shares go back to its node."""
-        self.placed.pop(uid)
+        """The pod's shares and devices go back to its node."""
+        a = self.placed.pop(uid).assignment
         self.scheduler.release(uid)
+        uuids = [g.uuid for g in self.nodes[a.node].gpus]
+        slots = [uuids.index(g.uuid) for g in a.gpus if g.uuid in uuids]
+        self.devices.give_back(self.scheduler.state, self.index[a.node], slots)
         self.version += 1
 
     def assign(self, info: PodInfo, node: str) -> Placed:
@@ -314,6 +328,7 @@ class ClusterView:
             raise PlacementError(self.refused.get(node) or f"node {node} is not in the snapshot")
         pod = self.request(info, node)
         binding = self.scheduler.assign(pod, node)
+        self.devices.take(self.scheduler.state, self.index[node], binding.gpus)
         gpus = self.nodes[node].gpus
         assigned = tuple(
             AssignedGpu(gpus[s].index, gpus[s].uuid, binding.gpu_memory_mib, binding.share_bp)

@@ -7,6 +7,11 @@
   ``max-batch`` a positive integer; a latency target comes with ``arkgpu.io/model``;
   the model is one the predictor knows. On CREATE, and on UPDATE only when one of
   them changed (an old pod is not held to a rule that changed since).
+- GPU containers, on CREATE (docs/k8s/DEVICE-PLUGIN.md, "Init containers and several
+  GPU containers"): at most one app container asks for ``nvidia.com/gpu`` (the
+  assignment names one container), and an init container asking for it needs an app
+  container asking for at least as many (the kubelet hands the init container's devices
+  to the app container; the pod's assignment is sized by the app container).
 - ``arkgpu.io/assignment`` and ``arkgpu.io/allocated`` on CREATE, on any pod: only
   the extender and the device plugin write them, on pods that exist (UPDATE), so a
   new pod carrying them is refused: a forged assignment would make the extender count
@@ -23,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from arkgpu.k8s import contract
-from arkgpu.k8s.webhook.pods import PodView
+from arkgpu.k8s.webhook.pods import ContainerView, PodView, gpu_containers
 from arkgpu.k8s.webhook.resources import Problem, container_problems, uses_gpu_resources
 from arkgpu.k8s.webhook.reviews import Verdict
 
@@ -60,6 +65,7 @@ def validate(
     problems: list[Problem] = []
     if operation == "CREATE":
         problems += _reserved(pod)
+        problems += gpu_container_problems(pod)
         for container in pod.containers:
             if uses_gpu_resources(container):
                 problems += container_problems(container, rules.max_gpu_count, largest_mib)
@@ -69,6 +75,43 @@ def validate(
         return Verdict(False, "; ".join(p.message for p in problems), problems[0].reason)
     warnings = () if gpu else _idle_annotations(pod)
     return Verdict(True, "accepted", "ok" if gpu else "no_gpu", warnings=warnings)
+
+
+def gpu_container_problems(pod: PodView) -> list[Problem]:
+    """Several app containers asking for ``nvidia.com/gpu``, or a GPU init container without an
+    app container asking for at least as many (see the module's text)."""
+    asking = [c for c in gpu_containers(pod) if _count(c) is not None]
+    apps = [c for c in asking if c.field == "containers"]
+    problems = []
+    if len(apps) > 1:
+        names = ", ".join(repr(c.name) for c in apps)
+        problems.append(
+            Problem(
+                "gpu_containers",
+                f"containers {names} ask for {contract.RESOURCE_GPU}: ArkGPU gives GPUs to one "
+                "container per pod (put the others in their own pods)",
+            )
+        )
+    most = max((_count(c) or 0 for c in apps), default=0)
+    for init in (c for c in asking if c.field != "containers"):
+        if (_count(init) or 0) > most:
+            problems.append(
+                Problem(
+                    "gpu_init_container",
+                    f"{init.label} asks for {_count(init)} {contract.RESOURCE_GPU} but the pod's "
+                    f"GPU container asks for {most}: the kubelet gives an init container's "
+                    "devices to the app container after it, so that container must ask for at "
+                    "least as many",
+                )
+            )
+    return problems
+
+
+def _count(container: ContainerView) -> int | None:
+    try:
+        return contract.whole_count(container.limits[contract.RESOURCE_GPU], contract.RESOURCE_GPU)
+    except (KeyError, contract.ContractError):
+        return None  # malformed: container_problems names it
 
 
 def _workload_changed(pod: PodView, old: PodView | None) -> bool:

@@ -1,0 +1,1 @@
+"""Builds ArkGPU's container images without a daemon (``make image``; docs/IMAGE.md)."""

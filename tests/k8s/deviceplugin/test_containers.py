@@ -1,0 +1,82 @@
+"""What Allocate answers for a container: CDI devices or device nodes, the preload file, and
+which regions the collection removes (pure code over a temporary folder)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from arkgpu.k8s.deviceplugin.config import DevicePluginConfig
+from arkgpu.k8s.deviceplugin.containers import (
+    container_response,
+    open_region,
+    settle_region,
+    stale_regions,
+    write_preload_file,
+)
+from arkgpu.limiter.region import Limits, read_limits
+
+
+def _config(tmp_path: Path, **kwargs: object) -> DevicePluginConfig:
+    return DevicePluginConfig(
+        node_name="n",
+        dev_root=tmp_path / "dev",
+        preload_file=tmp_path / "run" / "ld.so.preload",
+        library_path=Path("/opt/lib.so"),
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_cdi_strategy_names_cdi_devices_and_no_device_nodes(tmp_path: Path) -> None:
+    """With device_list_strategy cdi: one ``<cdi_kind>=<uuid>`` per GPU, no device nodes."""
+    config = _config(tmp_path, device_list_strategy="cdi", cdi_kind="nvidia.com/gpu")
+    answer = container_response(config, ["GPU-a", "GPU-b"], [0, 1], tmp_path / "r")
+    assert [d.name for d in answer.cdi_devices] == ["nvidia.com/gpu=GPU-a", "nvidia.com/gpu=GPU-b"]
+    assert list(answer.devices) == []
+    assert "LD_PRELOAD" not in answer.envs
+
+
+def test_device_nodes_are_named_only_where_they_exist(tmp_path: Path) -> None:
+    """A node without nvidia-uvm(-tools) loaded: they are left out, not named blindly."""
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "nvidia3").touch()
+    (tmp_path / "dev" / "nvidiactl").touch()
+    answer = container_response(_config(tmp_path), ["GPU-a"], [3], tmp_path / "r")
+    assert [(d.container_path, d.host_path) for d in answer.devices] == [
+        ("/dev/nvidia3", "/dev/nvidia3"),
+        ("/dev/nvidiactl", "/dev/nvidiactl"),
+    ]
+
+
+def test_the_preload_file_names_the_library(tmp_path: Path) -> None:
+    """One line: the library's path (ld.so.preload's format), readable by every user."""
+    config = _config(tmp_path)
+    write_preload_file(config)
+    assert config.preload_file.read_text() == "/opt/lib.so\n"
+    assert config.preload_file.stat().st_mode & 0o777 == 0o644
+
+
+def test_only_unheld_plugin_regions_past_the_grace_are_stale(tmp_path: Path) -> None:
+    """Held regions, young regions and folders not named dev-* stay."""
+    for name in ("dev-held", "dev-free", "dev-young", "demo"):
+        (tmp_path / name).mkdir()
+    old = time.time() - 100
+    for name in ("dev-held", "dev-free", "demo"):
+        os.utime(tmp_path / name, (old, old))
+    found = stale_regions(tmp_path, {"dev-held"}, 60.0)
+    assert [f.name for f in found] == ["dev-free"]
+
+
+def test_a_region_allocated_again_is_closed_and_without_the_old_pod(tmp_path: Path) -> None:
+    """The devices of a pod that ended are allocated to a new pod: the region keeps nothing of
+    the old one (limits closed, no pod.json for the node runtime to adopt) and is fresh."""
+    first = open_region(tmp_path, "dev-x", 1)
+    settle_region(first, Limits((1 << 30,), share_bp=5000), {"kind": "be", "pod_uid": "old"})
+    old = time.time() - 1000
+    os.utime(first, (old, old))
+    again = open_region(tmp_path, "dev-x", 1)
+    assert read_limits(again).share_bp == 0
+    assert read_limits(again).memory_bytes == (0,)
+    assert not (again / "pod.json").exists()
+    assert stale_regions(tmp_path, set(), 60.0) == []
