@@ -128,8 +128,14 @@ def test_fit_takes_several_profile_sets_and_eval_breaks_level2_down(
     )
     assert code == 0
     report = json.loads(capsys.readouterr().out)
-    strength = report["level2_breakdown"]["strength"]["arkgpu contention"]
-    assert sum(b["count"] for b in strength.values()) == report["level2"]["count"] > 0
+    strength = report["level2_breakdown"]["strength"]
+    compared = {"arkgpu guarded", "arkgpu contention", "no-interference", "igniter-linear"}
+    assert set(strength) == compared
+    for name in compared - {"igniter-linear"}:  # no L2 use measured on the A100
+        assert sum(b["count"] for b in strength[name].values()) == report["level2"]["count"] > 0
+    coverage = report["level2_coverage"]["strength"]
+    assert sum(b["count"] for b in coverage.values()) == report["level2"]["count"]
+    assert all(0.0 <= b["coverage"] <= 1.0 for b in coverage.values())
     assert set(report["level2_breakdown"]["corunners"]["no-interference"]) <= {
         f"{n} co-runner" + ("" if n == 1 else "s") for n in range(1, 5)
     }
