@@ -302,6 +302,10 @@ def run_bench(args: argparse.Namespace) -> int:
         figures.scaled_duration(timings.one_colocated_us, figures.US),
     )
     table.add_row(
+        "one colocated_latency_ms, workloads never asked before",
+        figures.scaled_duration(timings.fresh_colocated_us, figures.US),
+    )
+    table.add_row(
         f"latency_ms_many, {timings.queries:,} queries",
         figures.scaled_duration(timings.many_latency_ms, figures.MS),
     )

@@ -46,6 +46,8 @@ from arkgpu.traces.profiles import (
 )
 
 DEFAULT_GPU = REFERENCE_GPU
+USAGE_MEMO = 4096
+"""Level-2 usages remembered per predictor (:meth:`Predictor.usage`)."""
 
 
 class Predictor:
@@ -72,6 +74,7 @@ class Predictor:
         """Batch and share ranges each curve was fitted on (:mod:`arkgpu.predictor.confidence`)."""
         self.intervals = dict(intervals or config.intervals)
         """Log-ratio interval per kind of query; ``config.intervals`` unless calibrated."""
+        self._usages: dict[tuple[Workload, str], Usage] = {}
         self.guard = guard or Guard({})
         """Level 2's weights and intervals per kind and region (:mod:`~.guarding`)."""
 
@@ -221,7 +224,24 @@ class Predictor:
         return out
 
     def usage(self, workload: Workload, gpu: str = DEFAULT_GPU) -> Usage:
-        """What level 2 uses of ``workload`` alone: share, activity, L2/DRAM use if measured."""
+        """What level 2 uses of ``workload`` alone: share, activity, L2/DRAM use if measured.
+
+        A pure function of its arguments for a fitted predictor, so the answer is
+        remembered (up to :data:`USAGE_MEMO` of them; all forgotten when full): the
+        placement and control loops ask about the same workloads again and again."""
+        key = (workload, gpu)
+        found = self._usages.get(key)
+        if found is None:
+            if len(self._usages) >= USAGE_MEMO:
+                self._usages.clear()
+            found = self._usages[key] = self._usage(workload, gpu)
+        return found
+
+    def forget(self) -> None:
+        """Forget the remembered usages (to time queries never asked before)."""
+        self._usages.clear()
+
+    def _usage(self, workload: Workload, gpu: str) -> Usage:
         b, s = workload.batch, workload.share
         curve, factor = self.curve(workload.model, gpu)
         l2 = self.utils.get((gpu, workload.model, "l2"))
