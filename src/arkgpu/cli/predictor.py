@@ -306,6 +306,11 @@ def run_bench(args: argparse.Namespace) -> int:
         figures.scaled_duration(timings.fresh_colocated_us, figures.US),
     )
     table.add_row(
+        "  the same two, CPU time of this process",
+        f"{figures.scaled_duration(timings.one_colocated_cpu_us, figures.US)} / "
+        f"{figures.scaled_duration(timings.fresh_colocated_cpu_us, figures.US)}",
+    )
+    table.add_row(
         f"latency_ms_many, {timings.queries:,} queries",
         figures.scaled_duration(timings.many_latency_ms, figures.MS),
     )

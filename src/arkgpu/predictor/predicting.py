@@ -246,10 +246,10 @@ class Predictor:
         curve, factor = self.curve(workload.model, gpu)
         l2 = self.utils.get((gpu, workload.model, "l2"))
         dram = self.utils.get((gpu, workload.model, "dram"))
-        occupancy, duty = curve.occupancy_duty(b, s * factor)
+        activity, occupancy, duty = curve.level2_parts(b, s * factor)
         return Usage(
             share=s,
-            activity=curve.activity(b, s * factor),
+            activity=activity,
             occupancy=occupancy,
             duty=duty,
             l2=None if l2 is None else l2.util_pct(b, s) / 100.0,
