@@ -139,3 +139,16 @@ def test_fit_takes_several_profile_sets_and_eval_breaks_level2_down(
     assert set(report["level2_breakdown"]["corunners"]["no-interference"]) <= {
         f"{n} co-runner" + ("" if n == 1 else "s") for n in range(1, 5)
     }
+
+
+def test_bench_times_level2_for_repeated_and_unseen_workloads(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`predictor bench --json` reports a co-located prediction both for workloads asked
+    before and never asked before, in wall and CPU time (issue 35's <= 20 us target is
+    read from these, not asserted: the machine is shared)."""
+    assert main(["predictor", "bench", "--queries", "200", "--samples", "1", "--json", "-"]) == 0
+    timings = json.loads(capsys.readouterr().out)
+    for key in ("one_colocated_us", "fresh_colocated_us", "fresh_colocated_cpu_us"):
+        assert timings[key] > 0, key
+    assert timings["queries"] == 200
