@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from arkgpu.cli.main import main
+from arkgpu.predictor import Predictor
 
 
 def test_import_fit_show_round_trip(
@@ -152,3 +153,21 @@ def test_bench_times_level2_for_repeated_and_unseen_workloads(
     for key in ("one_colocated_us", "fresh_colocated_us", "fresh_colocated_cpu_us"):
         assert timings[key] > 0, key
     assert timings["queries"] == 200
+
+
+def test_ask_with_corunners_answers_level2_with_its_interval(
+    fitted: Predictor, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`predictor ask --with` gives the co-located latency, its interval and whether the pair
+    was measured together; a malformed co-runner is a one-line error (exit 2)."""
+    path = tmp_path / "p.json"
+    fitted.save(path)
+    ask = ["predictor", "ask", str(path), "--model", "alexnet", "--batch", "8", "--share", "0.5"]
+    assert main([*ask, "--with", "alexnet:8:0.5", "--json", "-"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert (answer["kind"], answer["confident"]) == ("new-pair", False)
+    assert answer["low_ms"] < answer["latency_ms"] < answer["high_ms"]
+    assert main([*ask, "--with", "vgg19:8:0.5"]) == 0
+    assert "measured-pair); confident" in capsys.readouterr().out
+    assert main([*ask, "--with", "vgg19:8"]) == 2
+    assert "expected MODEL:BATCH:SHARE" in capsys.readouterr().err
