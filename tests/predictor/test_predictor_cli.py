@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from arkgpu.cli.main import main
+from arkgpu.predictor import Predictor
 
 
 def test_import_fit_show_round_trip(
@@ -128,8 +129,45 @@ def test_fit_takes_several_profile_sets_and_eval_breaks_level2_down(
     )
     assert code == 0
     report = json.loads(capsys.readouterr().out)
-    strength = report["level2_breakdown"]["strength"]["arkgpu contention"]
-    assert sum(b["count"] for b in strength.values()) == report["level2"]["count"] > 0
+    strength = report["level2_breakdown"]["strength"]
+    compared = {"arkgpu guarded", "arkgpu contention", "no-interference", "igniter-linear"}
+    assert set(strength) == compared
+    for name in compared - {"igniter-linear"}:  # no L2 use measured on the A100
+        assert sum(b["count"] for b in strength[name].values()) == report["level2"]["count"] > 0
+    coverage = report["level2_coverage"]["strength"]
+    assert sum(b["count"] for b in coverage.values()) == report["level2"]["count"]
+    assert all(0.0 <= b["coverage"] <= 1.0 for b in coverage.values())
     assert set(report["level2_breakdown"]["corunners"]["no-interference"]) <= {
         f"{n} co-runner" + ("" if n == 1 else "s") for n in range(1, 5)
     }
+
+
+def test_bench_times_level2_for_repeated_and_unseen_workloads(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`predictor bench --json` reports a co-located prediction both for workloads asked
+    before and never asked before, in wall and CPU time (issue 35's <= 20 us target is
+    read from these, not asserted: the machine is shared)."""
+    assert main(["predictor", "bench", "--queries", "200", "--samples", "1", "--json", "-"]) == 0
+    timings = json.loads(capsys.readouterr().out)
+    for key in ("one_colocated_us", "fresh_colocated_us", "fresh_colocated_cpu_us"):
+        assert timings[key] > 0, key
+    assert timings["queries"] == 200
+
+
+def test_ask_with_corunners_answers_level2_with_its_interval(
+    fitted: Predictor, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`predictor ask --with` gives the co-located latency, its interval and whether the pair
+    was measured together; a malformed co-runner is a one-line error (exit 2)."""
+    path = tmp_path / "p.json"
+    fitted.save(path)
+    ask = ["predictor", "ask", str(path), "--model", "alexnet", "--batch", "8", "--share", "0.5"]
+    assert main([*ask, "--with", "alexnet:8:0.5", "--json", "-"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert (answer["kind"], answer["confident"]) == ("new-pair", False)
+    assert answer["low_ms"] < answer["latency_ms"] < answer["high_ms"]
+    assert main([*ask, "--with", "vgg19:8:0.5"]) == 0
+    assert "measured-pair); confident" in capsys.readouterr().out
+    assert main([*ask, "--with", "vgg19:8"]) == 2
+    assert "expected MODEL:BATCH:SHARE" in capsys.readouterr().err

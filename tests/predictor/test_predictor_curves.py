@@ -67,3 +67,13 @@ def test_activity_is_the_batch_elasticity_of_the_latency() -> None:
     assert TRUE.activity(512, 1.0) > 0.95
     host_bound = SoloCurve(50.0, 0.01, 0.0, 0.5, 0.0, 3.0, 1.0)
     assert host_bound.activity(8, 1.0) < 0.01
+
+
+def test_level2_parts_are_activity_occupancy_and_duty_in_one_pass() -> None:
+    """The one-pass answer level 2 uses equals the three separate ones (to rounding), with
+    the overlap exponent above 1 too (host work partly hidden behind the GPU's)."""
+    hidden = SoloCurve(0.8, 0.35, 1.5, 0.04, 6.0, 3.0, 2.5)
+    for curve in (TRUE, hidden):
+        for batch, share in ((1, 1.0), (8, 0.3), (64, 0.55), (512, 0.1)):
+            expected = (curve.activity(batch, share), *curve.occupancy_duty(batch, share))
+            assert np.allclose(curve.level2_parts(batch, share), expected, rtol=1e-9, atol=0)

@@ -65,7 +65,7 @@ def test_random_split_report_beats_no_interference(
         assert set(report[level]) >= {"mape_pct", "p90_ape_pct"}  # type: ignore[arg-type]
     baselines = report["baselines"]
     assert set(baselines["level1"]) == {"gbm", "share-scaling"}  # type: ignore[index]
-    assert set(baselines["level2"]) == {"no-interference", "igniter-linear"}  # type: ignore[index]
+    assert set(baselines["level2"]) == {"arkgpu contention", "no-interference", "igniter-linear"}  # type: ignore[index]
     no_interference = baselines["level2"]["no-interference"]["mape_pct"]  # type: ignore[index]
     assert report["level2"]["mape_pct"] < no_interference  # type: ignore[index]
     assert report["level1"]["count"] == round(0.2 * len(solo))  # type: ignore[index]

@@ -21,11 +21,29 @@ def test_other_version_is_refused(fitted: Predictor, tmp_path: Path) -> None:
     path, doc = _saved(fitted, tmp_path)
     doc["version"] = 99
     path.write_text(json.dumps(doc))
-    with pytest.raises(PredictorFileError, match=r"version 99.*version 3.*predictor fit"):
+    with pytest.raises(PredictorFileError, match=r"version 99.*version 4.*predictor fit"):
         Predictor.load(path)
     doc["version"] = 2  # level-2 activity meant busy SMs x duty then: refit, not reuse
     path.write_text(json.dumps(doc))
-    with pytest.raises(PredictorFileError, match=r"version 2.*version 3.*predictor fit"):
+    with pytest.raises(PredictorFileError, match=r"version 2.*version 4.*predictor fit"):
+        Predictor.load(path)
+    doc["version"] = 3  # no level-2 guard then (issue 35): refit, not reuse
+    path.write_text(json.dumps(doc))
+    with pytest.raises(PredictorFileError, match=r"version 3.*version 4.*predictor fit"):
+        Predictor.load(path)
+
+
+def test_level2_guard_round_trips_and_a_bad_weight_is_refused(
+    fitted: Predictor, tmp_path: Path
+) -> None:
+    """Level 2's weights and intervals come back as saved; a weight above 1 (a guard that
+    would amplify the contention model) is refused on load."""
+    path, doc = _saved(fitted, tmp_path)
+    assert fitted.guard.shrinks
+    assert Predictor.load(path).guard == fitted.guard
+    doc["guard"][0]["weight"] = 1.5  # type: ignore[index]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(PredictorFileError, match="corrupt"):
         Predictor.load(path)
 
 

@@ -27,7 +27,7 @@ from arkgpu.cli.predictor_sure import calibrated, register_confidence
 from arkgpu.cli.tables import Column, console, label, make_table
 from arkgpu.model.gpus import REFERENCE_GPU
 from arkgpu.predictor import Predictor, default_predictor
-from arkgpu.predictor.evaluating import ErrorSummary, Evaluation, evaluate
+from arkgpu.predictor.evaluating import GUARDED, ErrorSummary, Evaluation, evaluate
 from arkgpu.predictor.plotting import plot_evaluation, plot_latency_vs_share, share_table
 from arkgpu.predictor.splitting import SPLITS
 from arkgpu.predictor.timing import time_predictor
@@ -208,6 +208,8 @@ def run_eval(args: argparse.Namespace) -> int:
         for by, title in (("strength", "co-located / solo latency"), ("corunners", "co-runners")):
             if result.level2.count:
                 console().print(_breakdown_table(result, by, title))
+        if result.level2.count:
+            console().print(_coverage_table(result))
     if args.plot:
         plot_evaluation(result.to_dict(), args.plot.path)
     return 0
@@ -228,7 +230,7 @@ def _eval_table(result: Evaluation) -> Table:
     rows: list[tuple[str, str, ErrorSummary]] = [
         ("1", "arkgpu formula", result.level1),
         *[("1", name, s) for name, s in result.baselines["level1"].items()],
-        ("2", "arkgpu contention", result.level2),
+        ("2", GUARDED, result.level2),
         *[("2", name, s) for name, s in result.baselines["level2"].items()],
     ]
     for level, name, summary in rows:
@@ -261,6 +263,25 @@ def _breakdown_table(result: Evaluation, by: str, title: str) -> Table:
     return table
 
 
+def _coverage_table(result: Evaluation) -> Table:
+    """Share of held-out targets inside level 2's 90% interval, per strength bin and kind."""
+    table = make_table(
+        f"level-2 90% intervals, split {result.split}: held-out targets inside (n)",
+        (label("bin"), Column("inside")),
+        na="no held-out target in this bin",
+    )
+    for by, bins in result.level2_coverage.items():
+        for name, cover in bins.items():
+            table.add_row(
+                f"{by} {name}", f"{figures.percent(_pct(cover.coverage))} ({cover.count})"
+            )
+    return table
+
+
+def _pct(fraction: float | None) -> float | None:
+    return None if fraction is None else 100.0 * fraction
+
+
 def run_bench(args: argparse.Namespace) -> int:
     """Time the default predictor and print the medians."""
     timings = time_predictor(
@@ -279,6 +300,15 @@ def run_bench(args: argparse.Namespace) -> int:
     table.add_row(
         "one colocated_latency_ms (1 co-runner)",
         figures.scaled_duration(timings.one_colocated_us, figures.US),
+    )
+    table.add_row(
+        "one colocated_latency_ms, workloads never asked before",
+        figures.scaled_duration(timings.fresh_colocated_us, figures.US),
+    )
+    table.add_row(
+        "  the same two, CPU time of this process",
+        f"{figures.scaled_duration(timings.one_colocated_cpu_us, figures.US)} / "
+        f"{figures.scaled_duration(timings.fresh_colocated_cpu_us, figures.US)}",
     )
     table.add_row(
         f"latency_ms_many, {timings.queries:,} queries",

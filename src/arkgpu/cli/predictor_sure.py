@@ -22,7 +22,7 @@ from arkgpu.cli.tables import Column, console, label, make_table
 from arkgpu.model.gpus import REFERENCE_GPU
 from arkgpu.predictor import Predictor
 from arkgpu.predictor.intervals import Calibration, calibrate, held_out_residuals
-from arkgpu.predictor.workloads import UnknownModelError
+from arkgpu.predictor.workloads import UnknownModelError, Workload
 from arkgpu.traces.profiles import SoloRecord
 
 
@@ -67,8 +67,29 @@ def register_confidence(commands: Any) -> None:
         default=REFERENCE_GPU,
         help=f"GPU model (default: {REFERENCE_GPU})",
     )
+    ask.add_argument(
+        "--with",
+        dest="corunners",
+        metavar="MODEL:BATCH:SHARE",
+        type=corunner,
+        action="append",
+        default=[],
+        help="a co-runner on the same GPU (repeatable): the answer is level 2's, co-located "
+        "latency with its interval (default: none, level 1 alone)",
+    )
     json_option(ask, "the answer")
     ask.set_defaults(handler=run_ask)
+
+
+def corunner(text: str) -> Workload:
+    """A ``MODEL:BATCH:SHARE`` argument as a workload."""
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected MODEL:BATCH:SHARE, e.g. vgg19:8:0.5")
+    try:
+        return Workload(parts[0], int(parts[1]), float(parts[2]))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
 
 def calibrated(predictor: Predictor, solo: Sequence[SoloRecord]) -> Predictor:
@@ -124,6 +145,8 @@ def run_ask(args: argparse.Namespace) -> int:
     """Print one prediction with its interval, kind and reasons."""
     with reading("predictor file", args.predictor):
         predictor = Predictor.load(args.predictor)
+    if args.corunners:
+        return _ask_pair(predictor, args)
     try:
         answer = predictor.confidence(args.model, args.batch, args.share, args.gpu)
     except (UnknownModelError, ValueError) as exc:
@@ -139,6 +162,28 @@ def run_ask(args: argparse.Namespace) -> int:
     sure = "confident" if answer.confident else "NOT confident: " + "; ".join(answer.reasons)
     console().print(
         f"{args.model} batch {args.batch} share {args.share:g} on {args.gpu}: "
+        f"{answer.latency_ms:.3f} ms (interval {answer.low_ms:.3f}-{answer.high_ms:.3f} ms, "
+        f"{answer.kind}); {sure}"
+    )
+    return 0
+
+
+def _ask_pair(predictor: Predictor, args: argparse.Namespace) -> int:
+    """Print one level-2 prediction with its interval and kind."""
+    others = ", ".join(f"{w.model}:{w.batch}:{w.share:g}" for w in args.corunners)
+    try:
+        target = Workload(args.model, args.batch, args.share)
+        answer = predictor.pair_confidence(target, args.corunners, args.gpu)
+    except (UnknownModelError, ValueError) as exc:
+        reason = exc.args[0] if exc.args else exc
+        raise CliError(f"--model {args.model} --with {others} --gpu {args.gpu}: {reason}") from None
+    if args.json_out is not None:
+        args.json_out.write_json(answer.to_dict())
+        if args.json_out.to_stdout:
+            return 0
+    sure = "confident" if answer.confident else "NOT confident: never measured next to these"
+    console().print(
+        f"{args.model} batch {args.batch} share {args.share:g} next to {others} on {args.gpu}: "
         f"{answer.latency_ms:.3f} ms (interval {answer.low_ms:.3f}-{answer.high_ms:.3f} ms, "
         f"{answer.kind}); {sure}"
     )

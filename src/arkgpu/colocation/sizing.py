@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 from arkgpu.model.gpus import REFERENCE_GPU
 from arkgpu.predictor import Workload
 from arkgpu.predictor.confidence import Confidence
+from arkgpu.predictor.guarding import PairConfidence
 
 
 class PerformanceModel(Protocol):
@@ -229,6 +230,28 @@ class ShareSizer:
             return 1.0
         answer = self.predictor.confidence(target.model, target.batch, target.share, self.gpu)
         return 1.0 if answer.confident else answer.upper_ratio
+
+    def pair_doubt(self, target: Workload, corunners: Sequence[Workload]) -> float:
+        """How much longer than predicted ``target`` may plausibly run next to ``corunners``:
+        the upper end of level 2's interval over its prediction when the model combination
+        was never measured together (issue 35), else :meth:`doubt`."""
+        alone = self.doubt(target)
+        if not corunners or not isinstance(self.predictor, KnowsPairConfidence):
+            return alone
+        answer = self.predictor.pair_confidence(target, corunners, self.gpu)
+        return alone if answer.confident else max(alone, answer.upper_ratio)
+
+
+@runtime_checkable
+class KnowsPairConfidence(Protocol):
+    """A predictor that says how sure its level-2 prediction is
+    (:meth:`arkgpu.predictor.Predictor.pair_confidence`)."""
+
+    def pair_confidence(
+        self, target: Workload, corunners: Sequence[Workload], gpu: str = ...
+    ) -> PairConfidence:
+        """Co-located latency with its kind and interval."""
+        ...
 
 
 @runtime_checkable

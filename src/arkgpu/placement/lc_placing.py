@@ -58,8 +58,11 @@ class ShareSizing(Protocol[DemandT_contra]):
 # --- Headroom for unsure predictions (issue 27) -------------------------------------------
 # A sizer that can say how unsure the predictor is about a workload (the
 # predictor's calibrated interval, arkgpu.predictor.confidence) makes the LC
-# check plan that workload as if it ran that much slower. Sizers without it,
-# confident predictions (factor 1) and the BE check are unchanged.
+# check plan that workload as if it ran that much slower. With co-runners, a
+# sizer that knows level 2's interval (arkgpu.predictor.guarding, issue 35)
+# answers for the co-location: a pair never measured together is planned at the
+# upper end of its interval instead of being refused or packed blindly. Sizers
+# without it, confident predictions (factor 1) and the BE check are unchanged.
 
 
 @runtime_checkable
@@ -71,8 +74,21 @@ class DoubtfulSizing(Protocol):
         ...
 
 
-def doubt_factor(sizer: object, target: Workload) -> float:
-    """``sizer.doubt(target)`` (at least 1) if the sizer offers it, else 1."""
+@runtime_checkable
+class PairDoubtfulSizing(Protocol):
+    """A sizer that also knows how unsure its level-2 prediction for a co-location is."""
+
+    def pair_doubt(self, target: Workload, corunners: Sequence[Workload]) -> float:
+        """Factor >= 1 the co-located latency may plausibly exceed the prediction by (the
+        level-2 interval, issue 35); the level-1 doubt when the pair was measured."""
+        ...
+
+
+def doubt_factor(sizer: object, target: Workload, corunners: Sequence[Workload] = ()) -> float:
+    """``sizer.pair_doubt(target, corunners)`` when there are co-runners and the sizer offers
+    it, else ``sizer.doubt(target)`` if offered, else 1 (at least 1)."""
+    if corunners and isinstance(sizer, PairDoubtfulSizing):
+        return max(1.0, sizer.pair_doubt(target, corunners))
     return max(1.0, sizer.doubt(target)) if isinstance(sizer, DoubtfulSizing) else 1.0
 
 
@@ -123,7 +139,10 @@ def peak_shares(
             return None
         work = [Workload(d.model, p[1], p[0]) for d, p in zip(lcs, plans, strict=True) if p]
         if doubt:
-            doubts = [max(old, doubt_factor(sizer, w)) for old, w in zip(doubts, work, strict=True)]
+            doubts = [
+                max(old, doubt_factor(sizer, work[i], work[:i] + work[i + 1 :]))
+                for i, old in enumerate(doubts)
+            ]
         plans = [
             sizer.plan(d, sizer.slowdown(work[i], work[:i] + work[i + 1 :]) * doubts[i])
             for i, d in enumerate(lcs)

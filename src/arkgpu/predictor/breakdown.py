@@ -9,7 +9,9 @@ strong; the bins show it.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 
 import numpy as np
 
@@ -22,20 +24,24 @@ MIN_BIN_TARGETS = 30
 """Targets a bin needs before its error counts against the level-2 target (issue 27)."""
 
 
+def _labels(edges: Sequence[float]) -> tuple[str, ...]:
+    inner = [f"<{edges[0]:.2f}"] + [f"{a:.2f}-{b:.2f}" for a, b in pairwise(edges)]
+    return (*inner, f">={edges[-1]:.2f}")
+
+
+STRENGTH_LABELS = _labels(STRENGTH_EDGES)
+"""Every strength bin's label, weakest first (``<1.10``, ``1.10-1.25``, ..., ``>=2.00``)."""
+
+
 def strength_label(ratio: float) -> str:
-    """Bin label of a co-located / solo ratio, such as ``1.10-1.25``."""
-    low = None
-    for edge in STRENGTH_EDGES:
-        if ratio < edge:
-            return f"<{edge:.2f}" if low is None else f"{low:.2f}-{edge:.2f}"
-        low = edge
-    return f">={STRENGTH_EDGES[-1]:.2f}"
+    """Bin label of a co-located / solo ratio, such as ``1.10-1.25`` (level 2 asks it on
+    every prediction, hence a bisection over precomputed labels)."""
+    return STRENGTH_LABELS[bisect_right(STRENGTH_EDGES, ratio)]
 
 
 def strength_labels() -> list[str]:
     """Every strength bin's label, weakest first."""
-    probes = [0.0, *STRENGTH_EDGES]
-    return [strength_label(p) for p in probes]
+    return list(STRENGTH_LABELS)
 
 
 def corunner_label(count: int) -> str:

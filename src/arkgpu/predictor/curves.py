@@ -107,6 +107,19 @@ class SoloCurve:
         duty = gpu / self.latency_ms(batch, share)
         return float(min(1.0, occupancy)), float(min(1.0, duty))
 
+    def level2_parts(self, batch: float, share: float) -> tuple[float, float, float]:
+        """(:meth:`activity`, then :meth:`occupancy_duty`) in one pass: level 2 asks for all
+        three of every workload, and they share the latency at (batch, share)."""
+        k, m = self.sharpness, self.overlap
+        used = self.batch_parallelism(batch)
+        occupancy = (share**-k + used**-k) ** (-1.0 / k)
+        gpu = self.work_ms * (batch + self.work_offset) / occupancy
+        latency = (self.fixed_ms**m + gpu**m) ** (1.0 / m)
+        step = 1.0 + ELASTICITY_STEP
+        elasticity = math.log(self.latency_ms(batch * step, share) / latency) / math.log(step)
+        activity = min(1.0, max(0.0, elasticity))
+        return float(activity), float(min(1.0, occupancy)), float(min(1.0, gpu / latency))
+
     def batch_parallelism(self, batch: float) -> float:
         """u(b): the GPU fraction a batch of ``batch`` can keep busy."""
         return self.parallelism * (batch + self.work_offset + self.extra_offset)

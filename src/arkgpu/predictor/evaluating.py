@@ -63,6 +63,30 @@ def ape(predicted: FloatArray, measured: FloatArray) -> FloatArray:
     return result
 
 
+GUARDED = "arkgpu guarded"
+"""Name of the predictor's own level-2 answer in the breakdowns (the contention model
+shrunk where cross-validation did not trust it, :mod:`arkgpu.predictor.guarding`)."""
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How many held-out targets fell inside their 90% interval."""
+
+    coverage: float | None
+    """Fraction inside (None: no target)."""
+    count: int
+
+    @staticmethod
+    def of(inside: Sequence[float] | FloatArray) -> Coverage:
+        """The coverage of 0/1 flags."""
+        values = np.asarray(inside, dtype=np.float64)
+        return Coverage(float(values.mean()) if values.size else None, int(values.size))
+
+    def to_dict(self) -> dict[str, float | int | None]:
+        """JSON-ready values."""
+        return {"coverage": self.coverage, "count": self.count}
+
+
 @dataclass
 class Errors:
     """Absolute percentage errors collected over folds, by predictor name."""
@@ -75,6 +99,10 @@ class Errors:
     """Per level-2 error: measured co-located / solo latency (predicted solo where unmeasured)."""
     corunners: list[int] = field(default_factory=list)
     """Per level-2 error: number of co-runners."""
+    inside: list[bool] = field(default_factory=list)
+    """Per level-2 error: the measured latency lies in the predictor's 90% interval."""
+    kinds: list[str] = field(default_factory=list)
+    """Per level-2 error: the kind of query (:data:`arkgpu.predictor.guarding.PAIR_KINDS`)."""
 
     def add(self, table: dict[str, list[float]], name: str, values: FloatArray) -> None:
         table.setdefault(name, []).extend(values.tolist())
@@ -168,10 +196,15 @@ def _level2(
     alphas = _igniter_alphas(predictor, train)
     actual = np.array([t.latency_ms for t in test])
     alone = _alone(predictor, test)
-    ours = np.array([predictor.colocated_latency_ms(t.target, t.corunners, t.gpu) for t in test])
+    sure = [predictor.pair_confidence(t.target, t.corunners, t.gpu) for t in test]
+    ours = np.array([c.latency_ms for c in sure])
+    raw = [predictor.contention_slowdown(t.target, t.corunners, t.gpu) for t in test]
+    errors.inside += [c.low_ms <= m <= c.high_ms for c, m in zip(sure, actual, strict=True)]
+    errors.kinds += [c.kind for c in sure]
     slope = np.array([alphas.get(t.target.model, alphas["*"]) for t in test])
     l2_sums = np.array([_l2(predictor, t.corunners, t.gpu) for t in test])
     errors.level2.extend(ape(ours, actual).tolist())
+    errors.add(errors.baselines2, "arkgpu contention", ape(alone * np.array(raw), actual))
     errors.add(errors.baselines2, "no-interference", ape(alone, actual))
     errors.add(errors.baselines2, "igniter-linear", ape(alone * (1.0 + slope * l2_sums), actual))
     if published is not None:
@@ -207,6 +240,9 @@ class Evaluation:
     baselines: dict[str, dict[str, ErrorSummary]]
     level2_breakdown: dict[str, dict[str, dict[str, ErrorSummary]]] = field(default_factory=dict)
     """``strength`` and ``corunners``: level-2 predictor name -> bin label -> summary."""
+    level2_coverage: dict[str, dict[str, Coverage]] = field(default_factory=dict)
+    """``strength`` and ``kind``: bin label -> share of held-out targets inside the
+    predictor's 90% interval."""
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready report: ``level1``, ``level2``, ``baselines`` and ``level2_breakdown``."""
@@ -224,12 +260,16 @@ class Evaluation:
                 by: {n: {b: s.to_dict() for b, s in bins.items()} for n, bins in table.items()}
                 for by, table in self.level2_breakdown.items()
             },
+            "level2_coverage": {
+                by: {b: c.to_dict() for b, c in bins.items()}
+                for by, bins in self.level2_coverage.items()
+            },
         }
 
 
 def _breakdown(errors: Errors) -> dict[str, dict[str, dict[str, ErrorSummary]]]:
     """Each level-2 predictor's errors by strength bin and by co-runner count."""
-    named = {"arkgpu contention": errors.level2, **errors.baselines2}
+    named = {GUARDED: errors.level2, **errors.baselines2}
     order = {label: i for i, label in enumerate(strength_labels())}
     by_strength, by_count = {}, {}
     for name, values in named.items():
@@ -238,6 +278,18 @@ def _breakdown(errors: Errors) -> dict[str, dict[str, dict[str, ErrorSummary]]]:
         counts = bin_errors(values, errors.corunners, lambda n: corunner_label(int(n)))  # type: ignore[call-overload]
         by_count[name] = {k: summarise(counts[k]) for k in sorted(counts)}
     return {"strength": by_strength, "corunners": by_count}
+
+
+def _coverage(errors: Errors) -> dict[str, dict[str, Coverage]]:
+    """Share of held-out targets inside their interval, by strength bin and by kind."""
+    order = {label: i for i, label in enumerate(strength_labels())}
+    inside = [float(v) for v in errors.inside]
+    by_bin = bin_errors(inside, errors.strength, lambda r: strength_label(float(r)))  # type: ignore[arg-type]
+    by_kind = bin_errors(inside, errors.kinds, str)
+    return {
+        "strength": {k: Coverage.of(by_bin[k]) for k in sorted(by_bin, key=order.__getitem__)},
+        "kind": {k: Coverage.of(by_kind[k]) for k in sorted(by_kind)},
+    }
 
 
 def evaluate(
@@ -285,4 +337,5 @@ def evaluate(
         summarise(errors.level2),
         baselines,
         _breakdown(errors),
+        _coverage(errors),
     )

@@ -46,7 +46,7 @@ The coefficients ``theta`` are fitted by non-negative least squares on
 features that are all >= 0, so the slowdown is >= 1 by construction and never
 falls when a co-runner is added. The predictor further scales each
 co-runner's term by a non-negative factor per measured (target model,
-co-runner model) combination (:func:`arkgpu.predictor.fitting.fit_pair_scales`).
+co-runner model) combination (:func:`arkgpu.predictor.pair_rows.fit_scales`).
 """
 
 from __future__ import annotations

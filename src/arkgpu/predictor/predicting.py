@@ -21,16 +21,17 @@ from arkgpu.predictor.anchoring import anchored_curve
 from arkgpu.predictor.confidence import Confidence, Support, interval
 from arkgpu.predictor.config import PredictorConfig
 from arkgpu.predictor.curves import SoloCurve
-from arkgpu.predictor.fitting import (
-    POOLED,
-    fit_curves,
-    fit_pair_scales,
-    fit_pairs,
-    fit_support,
-    fit_utils,
+from arkgpu.predictor.fitting import fit_curves, fit_support, fit_utils
+from arkgpu.predictor.groups import Group, as_groups
+from arkgpu.predictor.guarding import (
+    PAIR_KINDS,
+    Guard,
+    PairConfidence,
+    fit_guard,
+    pair_interval,
 )
-from arkgpu.predictor.groups import Group
 from arkgpu.predictor.interference import Interference, Usage, feature_set_for
+from arkgpu.predictor.pair_rows import POOLED, build_rows, fit_level2
 from arkgpu.predictor.storing import read_predictor, write_predictor
 from arkgpu.predictor.utilisation import UtilCurve
 from arkgpu.predictor.workloads import UnknownModelError, Workload, check_query
@@ -45,6 +46,8 @@ from arkgpu.traces.profiles import (
 )
 
 DEFAULT_GPU = REFERENCE_GPU
+USAGE_MEMO = 4096
+"""Level-2 usages remembered per predictor (:meth:`Predictor.usage`)."""
 
 
 class Predictor:
@@ -59,6 +62,7 @@ class Predictor:
         pair_scales: dict[tuple[str, str, str], float] | None = None,
         support: dict[tuple[str, str], Support] | None = None,
         intervals: dict[str, tuple[float, float]] | None = None,
+        guard: Guard | None = None,
     ) -> None:
         self.curves = curves
         self.utils = utils
@@ -70,6 +74,9 @@ class Predictor:
         """Batch and share ranges each curve was fitted on (:mod:`arkgpu.predictor.confidence`)."""
         self.intervals = dict(intervals or config.intervals)
         """Log-ratio interval per kind of query; ``config.intervals`` unless calibrated."""
+        self._usages: dict[tuple[Workload, str], Usage] = {}
+        self.guard = guard or Guard({})
+        """Level 2's weights and intervals per kind and region (:mod:`~.guarding`)."""
 
     @classmethod
     def fit(
@@ -84,10 +91,10 @@ class Predictor:
         (:mod:`arkgpu.predictor.groups`)."""
         config = config or PredictorConfig()
         curves, utils = fit_curves(solo), fit_utils(solo)
-        interference = fit_pairs(cls(curves, utils, {}, config), pairs)
-        shared = cls(curves, utils, interference, config)
-        scales = fit_pair_scales(shared, pairs, config.pair_prior)
-        return cls(curves, utils, interference, config, scales, fit_support(solo))
+        rows = build_rows(cls(curves, utils, {}, config), as_groups(pairs))
+        interference, scales = fit_level2(rows, config.pair_prior)
+        guard = fit_guard(rows, config.pair_prior)
+        return cls(curves, utils, interference, config, scales, fit_support(solo), None, guard)
 
     def _with(self, **changes: Any) -> Predictor:
         """A copy with some parts replaced (keyword names as in the constructor)."""
@@ -99,6 +106,7 @@ class Predictor:
             "pair_scales": self.pair_scales,
             "support": self.support,
             "intervals": self.intervals,
+            "guard": self.guard,
         }
         parts.update(changes)
         return Predictor(**parts)
@@ -216,15 +224,32 @@ class Predictor:
         return out
 
     def usage(self, workload: Workload, gpu: str = DEFAULT_GPU) -> Usage:
-        """What level 2 uses of ``workload`` alone: share, activity, L2/DRAM use if measured."""
+        """What level 2 uses of ``workload`` alone: share, activity, L2/DRAM use if measured.
+
+        A pure function of its arguments for a fitted predictor, so the answer is
+        remembered (up to :data:`USAGE_MEMO` of them; all forgotten when full): the
+        placement and control loops ask about the same workloads again and again."""
+        key = (workload, gpu)
+        found = self._usages.get(key)
+        if found is None:
+            if len(self._usages) >= USAGE_MEMO:
+                self._usages.clear()
+            found = self._usages[key] = self._usage(workload, gpu)
+        return found
+
+    def forget(self) -> None:
+        """Forget the remembered usages (to time queries never asked before)."""
+        self._usages.clear()
+
+    def _usage(self, workload: Workload, gpu: str) -> Usage:
         b, s = workload.batch, workload.share
         curve, factor = self.curve(workload.model, gpu)
         l2 = self.utils.get((gpu, workload.model, "l2"))
         dram = self.utils.get((gpu, workload.model, "dram"))
-        occupancy, duty = curve.occupancy_duty(b, s * factor)
+        activity, occupancy, duty = curve.level2_parts(b, s * factor)
         return Usage(
             share=s,
-            activity=curve.activity(b, s * factor),
+            activity=activity,
             occupancy=occupancy,
             duty=duty,
             l2=None if l2 is None else l2.util_pct(b, s) / 100.0,
@@ -235,6 +260,42 @@ class Predictor:
         self, target: Workload, corunners: Sequence[Workload], gpu: str = DEFAULT_GPU
     ) -> float:
         """Level 2: factor (>= 1) by which ``corunners`` stretch ``target``'s latency.
+
+        The contention model's slowdown (:meth:`contention_slowdown`) shrunk
+        towards 1 where cross-validation on the training pairs did not trust it
+        (:mod:`arkgpu.predictor.guarding`)."""
+        raw = self.contention_slowdown(target, corunners, gpu)
+        return (
+            self.guard.slowdown(self.pair_kind(target, corunners, gpu), raw) if corunners else raw
+        )
+
+    def pair_kind(self, target: Workload, corunners: Sequence[Workload], gpu: str) -> str:
+        """``measured-pair`` when every (target, co-runner) model combination was measured on
+        ``gpu`` in training, else ``new-pair``."""
+        scales = self.pair_scales
+        known = all((gpu, target.model, w.model) in scales for w in corunners)
+        return PAIR_KINDS[0] if known else PAIR_KINDS[1]
+
+    def pair_confidence(
+        self, target: Workload, corunners: Sequence[Workload], gpu: str = DEFAULT_GPU
+    ) -> PairConfidence:
+        """Level 2 with how sure it is: co-located latency, its interval and kind.
+
+        The interval is level 2's (calibrated out of fold, relative to level 1's
+        latency alone) widened by level 1's own when that one is not confident."""
+        raw = self.contention_slowdown(target, corunners, gpu)
+        kind = self.pair_kind(target, corunners, gpu)
+        alone = self.confidence(target.model, target.batch, target.share, gpu)
+        slowdown = self.guard.slowdown(kind, raw) if corunners else raw
+        widen = (0.0, 0.0) if alone.confident else self.intervals[alone.kind]
+        return pair_interval(
+            float(alone.latency_ms * slowdown), kind, self.guard.find(kind, raw), widen
+        )
+
+    def contention_slowdown(
+        self, target: Workload, corunners: Sequence[Workload], gpu: str = DEFAULT_GPU
+    ) -> float:
+        """The contention model's slowdown before the guard.
 
         Uses the GPU's own fit when its pairs were measured, else the fit pooled
         over every GPU's pairs, else no interference (no pairs at all). Each
@@ -251,13 +312,6 @@ class Predictor:
             scale = self.pair_scales.get((gpu, target.model, workload.model), 1.0)
             extra += scale * model.extra(mine, usage)
         return 1.0 + extra
-
-    def crowding(
-        self, target: Workload, corunners: Sequence[Workload], gpu: str = DEFAULT_GPU
-    ) -> float:
-        """The part of :meth:`slowdown` - 1 that comes from SMs asked for beyond the GPU's."""
-        mine, others, model = self._level2(target, corunners, gpu)
-        return 0.0 if model is None else model.crowding(mine, others)
 
     def _level2(
         self, target: Workload, corunners: Sequence[Workload], gpu: str
@@ -297,6 +351,7 @@ class Predictor:
             pair_scales=self.pair_scales,
             support=self.support,
             intervals=self.intervals,
+            guard=self.guard,
         )
 
     @classmethod

@@ -9,15 +9,18 @@ from typing import Any
 from arkgpu.predictor.confidence import Support
 from arkgpu.predictor.config import PredictorConfig
 from arkgpu.predictor.curves import PARAMETER_NAMES, SoloCurve
+from arkgpu.predictor.guarding import PAIR_KINDS, Guard, Shrink
 from arkgpu.predictor.interference import FEATURE_NAMES, Interference
 from arkgpu.predictor.utilisation import UtilCurve
 
 FORMAT = "arkgpu-predictor"
-VERSION = 3
+VERSION = 4
 """Bumped whenever the formulas or the file layout change; other versions are refused
-(3: level-2 activity became the batch elasticity, so version-2 thetas no longer apply)."""
+(3: level-2 activity became the batch elasticity, so version-2 thetas no longer apply;
+4: level 2's guard, weights and intervals per kind and region, issue 35)."""
 UTIL_NAMES = ("log_scale", "batch_exponent", "share_exponent")
 SUPPORT_NAMES = ("min_batch", "max_batch", "min_share", "max_share", "points")
+SHRINK_NAMES = ("weight", "low", "high", "count")
 
 
 class PredictorFileError(ValueError):
@@ -34,6 +37,7 @@ def write_predictor(
     pair_scales: dict[tuple[str, str, str], float],
     support: dict[tuple[str, str], Support],
     intervals: dict[str, tuple[float, float]],
+    guard: Guard,
 ) -> None:
     """Write a predictor's fitted parts to ``path`` as JSON."""
     doc = {
@@ -59,6 +63,10 @@ def write_predictor(
         ],
         "support": [{"gpu": g, "model": m, **v.to_dict()} for (g, m), v in support.items()],
         "intervals": {k: list(v) for k, v in intervals.items()},
+        "guard": [
+            {"kind": k, "region": r, **{n: getattr(v, n) for n in SHRINK_NAMES}}
+            for (k, r), v in guard.shrinks.items()
+        ],
     }
     Path(path).write_text(json.dumps(doc, indent=1) + "\n")
 
@@ -96,7 +104,15 @@ def _parse(doc: dict[str, Any]) -> tuple[Any, ...]:
     support = {(str(e["gpu"]), str(e["model"])): _support(e) for e in doc["support"]}
     intervals = {str(k): (float(low), float(high)) for k, (low, high) in doc["intervals"].items()}
     config = PredictorConfig.from_dict(doc["config"])
-    return curves, utils, interference, config, scales, support, intervals
+    guard = Guard({(str(e["kind"]), str(e["region"])): _shrink(e) for e in doc["guard"]})
+    return curves, utils, interference, config, scales, support, intervals, guard
+
+
+def _shrink(entry: dict[str, Any]) -> Shrink:
+    weight, low, high, count = _numbers(entry, SHRINK_NAMES)
+    if entry["kind"] not in PAIR_KINDS or not 0 <= weight <= 1 or not low <= 0 <= high:
+        raise ValueError(f"level-2 guard entry {entry} out of range")
+    return Shrink(weight, low, high, int(count))
 
 
 def _support(entry: dict[str, Any]) -> Support:

@@ -25,7 +25,15 @@ class Timings:
     one_latency_us: float
     """One level-1 prediction (``latency_ms``), µs."""
     one_colocated_us: float
-    """One level-2 prediction with one co-runner (``colocated_latency_ms``), µs."""
+    """One level-2 prediction with one co-runner (``colocated_latency_ms``), the same
+    workloads each call (as the placement and control loops ask), µs."""
+    fresh_colocated_us: float
+    """The same with workloads never asked about before (random batch and share), µs."""
+    one_colocated_cpu_us: float
+    """:attr:`one_colocated_us` in CPU time of this process (``time.process_time``): on a
+    loaded machine wall time also counts the time spent waiting for a core, µs."""
+    fresh_colocated_cpu_us: float
+    """:attr:`fresh_colocated_us` in CPU time of this process, µs."""
     many_latency_ms: float
     """One vectorised ``latency_ms_many`` call over all queries, ms."""
     queries: int
@@ -38,12 +46,14 @@ class Timings:
         return asdict(self)
 
 
-def _median_s(action: Callable[[], object], samples: int) -> float:
+def _median_s(
+    action: Callable[[], object], samples: int, clock: Callable[[], float] = time.perf_counter
+) -> float:
     costs = []
     for _ in range(samples):
-        start = time.perf_counter()
+        start = clock()
         action()
-        costs.append(time.perf_counter() - start)
+        costs.append(clock() - start)
     return statistics.median(costs)
 
 
@@ -66,11 +76,29 @@ def time_predictor(
         for _ in range(CALLS_PER_SAMPLE):
             predictor.colocated_latency_ms(target, other)
 
+    fresh = [
+        (
+            Workload(str(models[i]), int(batches[i]), float(shares[i])),
+            [Workload(str(models[-1 - i]), int(batches[-1 - i]), float(shares[-1 - i]))],
+        )
+        for i in range(min(queries, CALLS_PER_SAMPLE))
+    ]
+
+    def unseen() -> None:
+        predictor.forget()
+        for t, others in fresh:
+            predictor.colocated_latency_ms(t, others)
+
     names = [str(m) for m in models]
     return Timings(
         fit_s=fit_s,
         one_latency_us=_median_s(scalar, samples) / CALLS_PER_SAMPLE * 1e6,
         one_colocated_us=_median_s(colocated, samples) / CALLS_PER_SAMPLE * 1e6,
+        fresh_colocated_us=_median_s(unseen, samples) / len(fresh) * 1e6,
+        one_colocated_cpu_us=_median_s(colocated, samples, time.process_time)
+        / CALLS_PER_SAMPLE
+        * 1e6,
+        fresh_colocated_cpu_us=_median_s(unseen, samples, time.process_time) / len(fresh) * 1e6,
         many_latency_ms=_median_s(
             lambda: predictor.latency_ms_many(names, batches, shares), samples
         )

@@ -1,0 +1,229 @@
+"""Level 2 guarded: the contention model shrunk towards "no slowdown" where it is not trusted,
+and level 2's calibrated intervals.
+
+The contention model's form (:mod:`arkgpu.predictor.interference`) fits the data it
+was shaped on; on pairs whose features do not tell a mild pair from a
+contended one it predicts a large slowdown where the real one is small, worse
+than assuming no interference at all (issue 35). So before the predictor
+trusts it, it checks it on its own training targets, out of fold:
+
+1. Out-of-fold slowdowns, one way per kind of level-2 query (:data:`PAIR_KINDS`):
+   ``measured-pair``, :data:`FOLDS` folds of the co-located groups at random
+   (the held-out targets' model combinations are mostly measured in the other
+   folds, as for a query about models measured together); ``new-pair``, one
+   fold per DNN model holding out every group with it (a model never measured
+   next to its co-runners, as leave-one-model-out).
+2. Regions by the contention model's own predicted slowdown ``s`` (known
+   before anything is measured), cut at the strength edges
+   (:data:`arkgpu.predictor.breakdown.STRENGTH_EDGES`). Per (kind, region) the
+   guarded slowdown is ``1 + w (s - 1)`` with ``w`` among :data:`WEIGHTS`
+   chosen on the out-of-fold targets (:func:`choose_weight`): of the weights
+   whose MAPE is at most :data:`BIN_TOLERANCE_PCT` above no interference's
+   (``w = 0``) in every measured-strength bin of at least :data:`MIN_BIN`
+   targets, the one with the lowest MAPE, ``w = 1`` unless another beats it by
+   :data:`KEEP_MARGIN_PCT`. A region with fewer than :data:`MIN_REGION` targets
+   takes the weight chosen on every target of its kind (weak evidence: the
+   pooled answer).
+3. A (kind, region)'s interval: the 5th and 95th percentiles of
+   ``log(measured / guarded)`` over the same targets (pooled likewise).
+
+A query is ``measured-pair`` when every (GPU, target model, co-runner model)
+combination of it was measured in training, else ``new-pair``; only
+``measured-pair`` predictions are confident (the level-1 LC check keeps
+headroom for the others, :mod:`arkgpu.placement.lc_placing`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from arkgpu.model.arrays import FloatArray
+from arkgpu.predictor.breakdown import strength_label
+from arkgpu.predictor.pair_rows import PairRows, fit_level2, predict_rows
+
+PAIR_KINDS = ("measured-pair", "new-pair")
+"""Kinds of level-2 query, the more supported first."""
+POOLED_REGION = "*"
+"""Region key of the answer over all of a kind's targets."""
+WEIGHTS = tuple(i / 20 for i in range(21))
+"""Weights of the contention model's extra slowdown tried (0: no interference)."""
+FOLDS = 5
+"""Random folds of the groups for ``measured-pair`` out-of-fold predictions."""
+MIN_REGION = 30
+"""Fewest out-of-fold targets for a region to get its own weight and interval."""
+MIN_BIN = 10
+"""Fewest targets of a measured-strength bin for it to constrain the weight."""
+BIN_TOLERANCE_PCT = 0.5
+"""How far (MAPE points) a weight may be above no interference in a bin."""
+KEEP_MARGIN_PCT = 0.25
+"""MAPE points another weight must gain over the unshrunk model (w = 1) to replace it."""
+LOW_QUANTILE, HIGH_QUANTILE = 5.0, 95.0
+"""Percentiles of the interval's ends (nominal coverage 90%)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shrink:
+    """The guard of one (kind, region)."""
+
+    weight: float
+    """Weight of the contention model's extra slowdown, in [0, 1]."""
+    low: float
+    """5th percentile of log(measured / guarded), <= 0."""
+    high: float
+    """95th percentile of log(measured / guarded), >= 0."""
+    count: int
+    """Out-of-fold targets it was chosen on."""
+
+
+@dataclass(frozen=True)
+class Guard:
+    """Weights and intervals per (kind, region); empty: weight 1, no interval."""
+
+    shrinks: dict[tuple[str, str], Shrink]
+
+    def find(self, kind: str, raw: float) -> Shrink | None:
+        """The shrink of ``kind`` in the region of the contention slowdown ``raw``.
+
+        Falls back to the kind pooled, then to the other kind (pooled)."""
+        for key in ((kind, strength_label(raw)), (kind, POOLED_REGION)):
+            if key in self.shrinks:
+                return self.shrinks[key]
+        others = (self.shrinks.get((k, POOLED_REGION)) for k in PAIR_KINDS if k != kind)
+        return next((s for s in others if s is not None), None)
+
+    def slowdown(self, kind: str, raw: float) -> float:
+        """The guarded slowdown, ``1 + w (raw - 1)``."""
+        found = self.find(kind, raw)
+        return raw if found is None else 1.0 + found.weight * (raw - 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class PairConfidence:
+    """A level-2 prediction with how sure it is."""
+
+    latency_ms: float
+    """Co-located latency (as :meth:`~arkgpu.predictor.Predictor.colocated_latency_ms`)."""
+    low_ms: float
+    """Lower end of the interval (nominal 90%, calibrated out of fold)."""
+    high_ms: float
+    """Upper end of the interval."""
+    kind: str
+    """One of :data:`PAIR_KINDS`."""
+
+    @property
+    def confident(self) -> bool:
+        """Every model combination of the query was measured in training."""
+        return self.kind == PAIR_KINDS[0]
+
+    @property
+    def upper_ratio(self) -> float:
+        """``high_ms / latency_ms`` (>= 1)."""
+        return max(1.0, self.high_ms / self.latency_ms)
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready values."""
+        return {
+            "latency_ms": self.latency_ms,
+            "low_ms": self.low_ms,
+            "high_ms": self.high_ms,
+            "kind": self.kind,
+            "confident": self.confident,
+        }
+
+
+def pair_interval(
+    latency_ms: float, kind: str, shrink: Shrink | None, widen: tuple[float, float]
+) -> PairConfidence:
+    """``latency_ms`` with ``shrink``'s interval (none: zero width) plus ``widen`` (log)."""
+    low, high = (0.0, 0.0) if shrink is None else (shrink.low, shrink.high)
+    low, high = low + min(widen[0], 0.0), high + max(widen[1], 0.0)
+    return PairConfidence(latency_ms, latency_ms * math.exp(low), latency_ms * math.exp(high), kind)
+
+
+def _ape(predicted: FloatArray, measured: FloatArray) -> FloatArray:
+    result: FloatArray = np.abs(predicted / measured - 1.0) * 100.0
+    return result
+
+
+def choose_weight(raw: FloatArray, measured: FloatArray) -> float:
+    """The weight of :data:`WEIGHTS` for out-of-fold slowdowns ``raw`` (module docstring)."""
+    bins = np.array([strength_label(float(v)) for v in measured])
+    apes = {w: _ape(1.0 + w * (raw - 1.0), measured) for w in WEIGHTS}
+    crowded = [bins == b for b in sorted(set(bins)) if np.sum(bins == b) >= MIN_BIN]
+
+    def allowed(w: float) -> bool:
+        limits = (apes[0.0][m].mean() + BIN_TOLERANCE_PCT for m in crowded)
+        return all(apes[w][m].mean() <= limit for m, limit in zip(crowded, limits, strict=True))
+
+    feasible = [w for w in WEIGHTS if allowed(w)]
+    best = min(feasible, key=lambda w: float(apes[w].mean()))
+    if 1.0 in feasible and apes[1.0].mean() <= apes[best].mean() + KEEP_MARGIN_PCT:
+        return 1.0
+    return best
+
+
+def _shrink(raw: FloatArray, measured: FloatArray) -> Shrink:
+    weight = choose_weight(raw, measured)
+    logs = np.log(measured / (1.0 + weight * (raw - 1.0)))
+    low, high = np.percentile(logs, [LOW_QUANTILE, HIGH_QUANTILE])
+    return Shrink(weight, float(min(low, 0.0)), float(max(high, 0.0)), len(measured))
+
+
+def _kind_shrinks(
+    kind: str, raw: FloatArray, measured: FloatArray
+) -> dict[tuple[str, str], Shrink]:
+    out = {(kind, POOLED_REGION): _shrink(raw, measured)}
+    regions = np.array([strength_label(float(v)) for v in raw])
+    for region in sorted({str(r) for r in regions}):
+        mask = regions == region
+        if np.sum(mask) >= MIN_REGION:
+            out[(kind, region)] = _shrink(raw[mask], measured[mask])
+    return out
+
+
+def _held_out(rows: PairRows, test: NDArray[np.bool_], prior: float) -> FloatArray:
+    fitted, scales = fit_level2(rows.take(np.flatnonzero(~test)), prior)
+    return predict_rows(fitted, scales, rows.take(np.flatnonzero(test)))
+
+
+def _out_of_fold(
+    rows: PairRows, tests: list[NDArray[np.bool_]], prior: float
+) -> tuple[FloatArray, FloatArray]:
+    raw, measured = [], []
+    for test in tests:
+        if test.any() and not test.all():
+            raw.append(_held_out(rows, test, prior))
+            measured.append(rows.slowdowns[test])
+    if not raw:
+        return np.zeros(0), np.zeros(0)
+    return np.concatenate(raw), np.concatenate(measured)
+
+
+def _random_folds(rows: PairRows, seed: int) -> list[NDArray[np.bool_]]:
+    groups = np.unique(rows.groups)
+    order = np.random.default_rng(seed).permutation(len(groups))
+    fold_of = dict(
+        zip(groups[order].tolist(), (np.arange(len(groups)) % FOLDS).tolist(), strict=True)
+    )
+    assigned = np.array([fold_of[g] for g in rows.groups.tolist()], dtype=np.int_)
+    return [assigned == k for k in range(FOLDS)]
+
+
+def _model_folds(rows: PairRows) -> list[NDArray[np.bool_]]:
+    models = sorted(set().union(*rows.models)) if len(rows) else []
+    return [np.array([m in ms for ms in rows.models], dtype=bool) for m in models]
+
+
+def fit_guard(rows: PairRows, prior: float, seed: int = 0) -> Guard:
+    """Weights and intervals per (kind, region) from out-of-fold predictions on ``rows``."""
+    shrinks: dict[tuple[str, str], Shrink] = {}
+    folds = {"measured-pair": _random_folds(rows, seed), "new-pair": _model_folds(rows)}
+    for kind in PAIR_KINDS:
+        raw, measured = _out_of_fold(rows, folds[kind], prior)
+        if len(measured):
+            shrinks.update(_kind_shrinks(kind, raw, measured))
+    return Guard(shrinks)

@@ -1,0 +1,133 @@
+"""Level 2 guarded: never worse than no interference per bin, and intervals (issue 35)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import cache
+
+import numpy as np
+import pytest
+
+from arkgpu.colocation.sizing import LcDemand, ShareSizer
+from arkgpu.placement.lc_placing import GpuSnapshot, lc_verdicts
+from arkgpu.predictor import Predictor, Workload
+from arkgpu.predictor.breakdown import MIN_BIN_TARGETS, strength_label
+from arkgpu.predictor.evaluating import GUARDED, evaluate
+from arkgpu.predictor.guarding import choose_weight
+from arkgpu.traces.profiles import (
+    PairRecord,
+    default_profile_dir,
+    load_mps_profiles,
+    load_pair_profiles,
+    load_solo_profiles,
+)
+
+SETS = ("V100", "A100-80GB")
+"""The shipped profile sets with co-located measurements: iGniter's pairs, ParvaGPU's groups."""
+
+
+@cache
+def _report(gpu: str, split: str) -> dict:  # type: ignore[type-arg]
+    directory = default_profile_dir()
+    solo = [r for r in load_solo_profiles(directory) if r.gpu == gpu]
+    groups = [*load_pair_profiles(directory), *load_mps_profiles(directory)]
+    return evaluate(solo, [g for g in groups if g.gpu == gpu], split).to_dict()
+
+
+def _counted(report: dict, name: str) -> dict:  # type: ignore[type-arg]
+    bins = report["level2_breakdown"]["strength"][name]
+    return {label: b for label, b in bins.items() if b["count"] >= MIN_BIN_TARGETS}
+
+
+@pytest.mark.parametrize("gpu", SETS)
+@pytest.mark.parametrize("split", ["random", "leave-one-model-out"])
+def test_guarded_level2_is_never_worse_than_no_interference_in_any_bin(
+    gpu: str, split: str
+) -> None:
+    """Issue 35 on every shipped set: in each strength bin of at least 30 held-out targets
+    the guarded level 2 is at most 1 point above assuming no interference, and its overall
+    MAPE is at most 8% (measured 2.08-5.47%, docs/BENCHMARKS.md; the bounds are the
+    issue's own, far from the measured values, so other numerical builds pass)."""
+    report = _report(gpu, split)
+    plain = report["level2_breakdown"]["strength"]["no-interference"]
+    for label, ours in _counted(report, GUARDED).items():
+        assert ours["mape_pct"] <= plain[label]["mape_pct"] + 1.0, (label, ours)
+    assert 0 < report["level2"]["mape_pct"] <= 8.0
+
+
+@pytest.mark.parametrize("gpu", SETS)
+def test_level2_intervals_cover_held_out_targets_per_bin(gpu: str) -> None:
+    """Leave-one-model-out (every held-out pair is a new pair): the 90% intervals hold
+    83-96% of the held-out targets in each bin of at least 30 (measured 84.4-94.9%); a
+    zero-width or unguarded interval holds far fewer, an unbounded one all."""
+    report = _report(gpu, "leave-one-model-out")
+    coverage = report["level2_coverage"]["strength"]
+    counted = [b for b in coverage.values() if b["count"] >= MIN_BIN_TARGETS]
+    assert counted
+    for b in counted:
+        assert 0.83 <= b["coverage"] <= 0.96, b
+    assert set(report["level2_coverage"]["kind"]) == {"new-pair"}
+
+
+def test_choose_weight_keeps_a_good_model_and_drops_a_biased_one() -> None:
+    """Out-of-fold slowdowns that match the measurement keep weight 1; a model that predicts
+    1.3 where the measured slowdown is 1.0 is shrunk to no interference (weight 0)."""
+    measured = np.linspace(1.0, 1.6, 60)
+    assert choose_weight(measured.copy(), measured) == 1.0
+    assert choose_weight(np.full(60, 1.3), np.ones(60)) == 0.0
+
+
+def _scrambled(solo: list, pairs: list[PairRecord]) -> list[PairRecord]:  # type: ignore[type-arg]
+    """iGniter's pairs with latencies that the features cannot explain: 85% barely slowed
+    (< 1.1), 15% at random slowed 1.6-2.4x, whatever their models, batches and shares."""
+    alone = Predictor.fit(solo)
+    rng = np.random.default_rng(0)
+    out = []
+    for p in pairs:
+        slow = rng.uniform(1.6, 2.4, 2) if rng.random() < 0.15 else 1 + abs(rng.normal(0, 0.03, 2))
+        a = alone.latency_ms(p.model_a, p.batch_a, p.share_a, p.gpu) * slow[0]
+        b = alone.latency_ms(p.model_b, p.batch_b, p.share_b, p.gpu) * slow[1]
+        out.append(replace(p, latency_a_ms=a, latency_b_ms=b))
+    return out
+
+
+def test_guard_falls_back_to_no_interference_where_features_do_not_tell() -> None:
+    """A set as a user might import, where mild and contended pairs look alike: the contention
+    model predicts a slowdown for the mild pairs, over 5 points worse than no interference
+    there (issue 35's failure); the guarded model is within 1 point of it in every bin."""
+    directory = default_profile_dir()
+    solo = [r for r in load_solo_profiles(directory) if r.gpu == "V100"]
+    report = evaluate(solo, _scrambled(solo, load_pair_profiles(directory)), "random").to_dict()
+    plain = report["level2_breakdown"]["strength"]["no-interference"]
+    mild = strength_label(1.0)
+    assert _counted(report, "arkgpu contention")[mild]["mape_pct"] > plain[mild]["mape_pct"] + 5
+    for label, ours in _counted(report, GUARDED).items():
+        assert ours["mape_pct"] <= plain[label]["mape_pct"] + 1.0, (label, ours)
+
+
+def test_a_pair_never_measured_together_is_planned_with_headroom(fitted: Predictor) -> None:
+    """iGniter never measured alexnet next to alexnet: the LC check plans it at the upper end
+    of level 2's interval (a larger share, still placed); resnet50 next to vgg19 was
+    measured and keeps the level-1 doubt (1 inside the measured ranges)."""
+    sizer = ShareSizer(fitted, "V100")
+    measured = sizer.pair_doubt(Workload("resnet50", 8, 0.5), [Workload("vgg19", 8, 0.5)])
+    assert measured == sizer.doubt(Workload("resnet50", 8, 0.5)) == 1.0
+    target, other = Workload("alexnet", 8, 0.5), [Workload("alexnet", 8, 0.5)]
+    answer = fitted.pair_confidence(target, other, "V100")
+    assert not answer.confident
+    assert answer.low_ms < answer.latency_ms < answer.high_ms
+    assert sizer.pair_doubt(target, other) == answer.upper_ratio > 1.0
+    demand = LcDemand("alexnet", target_ms=20.0, rate_rps=1000.0)
+    gpu = GpuSnapshot(0, 10_000, (demand,))
+    verdict = lc_verdicts(demand, 100, [gpu], sizer)[0]
+    blind = lc_verdicts(demand, 100, [gpu], _NoPairDoubt(fitted, "V100"))[0]
+    assert verdict.fits
+    assert blind.fits
+    assert verdict.share_bp > blind.share_bp
+
+
+class _NoPairDoubt(ShareSizer):
+    """The same sizer without level 2's interval (as before issue 35)."""
+
+    def pair_doubt(self, target: Workload, corunners: object) -> float:  # type: ignore[override]
+        return self.doubt(target)
