@@ -59,12 +59,14 @@ def test_model_pod_of_a_share_and_of_whole_gpus() -> None:
     assert (share.num_gpu, share.gpu_milli, share.gpu_memory_mib) == (1, 300, 8192)
     whole = model_pod(read_pod(pod("w", {"nvidia.com/gpu": "4"})), MEMORY, 0, [])
     assert (whole.num_gpu, whole.gpu_milli, whole.gpu_memory_mib) == (4, 1000, 0)
+    limits = {"nvidia.com/gpu": "2", "nvidia.com/gpucores": "30", "nvidia.com/gpumem": "1000"}
+    parts = model_pod(read_pod(pod("p", limits)), MEMORY, 0, [])  # as HAMi: a part of each
+    assert (parts.num_gpu, parts.gpu_milli, parts.gpu_memory_mib) == (2, 300, 1000)
 
 
 @pytest.mark.parametrize(
     ("limits", "annotations", "reason"),
     [
-        ({"nvidia.com/gpu": "2", "nvidia.com/gpucores": "50"}, {}, "shares single GPUs only"),
         ({"nvidia.com/gpu": "1", "nvidia.com/gpucores": "150"}, {}, "must be 1..100"),
         ({"nvidia.com/gpucores": "20"}, {}, "required with GPU memory or cores"),
         ({"nvidia.com/gpu": "1"}, {"arkgpu.io/qos": "gold"}, "expected one of lc, be"),

@@ -3,7 +3,9 @@
 HAMi's resources of the one container that asks for GPUs become the pod's GPU
 count, its compute share (``nvidia.com/gpucores`` percent -> milli-GPU) and its
 GPU memory (``nvidia.com/gpumem`` MiB, or ``gpumem-percentage`` of the GPU it
-lands on); the rules for what is not given are in :func:`shares`. HAMi's
+lands on); the rules for what is not given are in :func:`shares`. Several GPUs with a
+part of each are placed as HAMi places them: that many distinct GPUs of one node, each
+with the share and memory asked. HAMi's
 ``nvidia.com/use-gputype`` / ``nouse-gputype`` become the pod's ``gpu_spec``
 (the GPU models of the cluster whose name contains one of the wanted names
 and none of the refused ones), and the ``arkgpu.io/`` LC annotations become
@@ -42,7 +44,7 @@ NO_MODEL = "<no GPU model matches>"
 def shares(request: GpuRequest, gpu_memory_mib: int, default_cores: int) -> tuple[int, int]:
     """(compute percent, GPU memory MiB) per GPU of ``request`` on a GPU of ``gpu_memory_mib``.
 
-    Neither cores nor memory given: the whole GPU (100 %, memory 0 = the whole GPU's).
+    Neither cores nor memory given: the whole GPU (100 percent, memory 0 = the whole GPU's).
     Memory without cores: ``default_cores`` percent, or the memory's percentage of the GPU
     when that is 0. Cores without memory: the same percentage of the GPU's memory.
     """
@@ -133,11 +135,6 @@ def model_pod(info: PodInfo, gpu_memory_mib: int, default_cores: int, models: It
         return Pod(info.uid, info.cpu_milli, info.memory_mib, 0, 0, qos=qos_of(info), lc=lc)
     request = info.gpu.request
     cores, memory = shares(request, gpu_memory_mib, default_cores)
-    if request.count > 1 and cores < PERCENT_FULL:
-        raise ContractError(
-            f"pod {info.key}: {request.count} GPUs with {cores}% of each: ArkGPU shares single "
-            f"GPUs only; ask for 100% gpucores (whole GPUs) or nvidia.com/gpu 1"
-        )
     return Pod(
         info.uid,
         info.cpu_milli,
