@@ -135,3 +135,39 @@ def test_preferred_takes_must_include_then_one_device_per_assigned_gpu() -> None
     assert devices.preferred(available, ["GPU-a::1"], 2, ["GPU-b"]) == ["GPU-a::1", "GPU-b::0"]
     assert devices.preferred(available, [], 3, []) == available[:3]
     assert devices.preferred(available, [], 1, ["GPU-z"]) == ["GPU-a::0"]
+
+
+def test_check_gpus_refuses_gpus_the_pods_selection_excludes() -> None:
+    """nvidia.com/use-gpuuuid, nouse-gpuuuid and the type filters hold in Allocate too."""
+    here = [InventoryGpu(0, "GPU-0", "NVIDIA A10", 1), InventoryGpu(1, "GPU-1", "NVIDIA A10", 1)]
+    assignment = PodAssignment(NODE, (_gpu(0),))
+    for notes, reason in (
+        ({"nvidia.com/use-gpuuuid": "GPU-1"}, "GPU GPU-0 is not named in annotation"),
+        ({"nvidia.com/nouse-gpuuuid": "GPU-2, GPU-0"}, "GPU GPU-0 is excluded by annotation"),
+        ({contract.ANNOTATION_USE_GPUTYPE: "H100"}, "GPU model NVIDIA A10 is not in annotation"),
+        ({contract.ANNOTATION_NOUSE_GPUTYPE: "A10"}, "GPU model NVIDIA A10 is excluded"),
+    ):
+        pod = PodInfo("ns", "p", "u", NODE, "1", notes)
+        with pytest.raises(AllocationError, match=f"pod ns/p: {reason}"):
+            allocating.check_gpus(Pending(pod, assignment, "c"), here, NODE)
+    pod = PodInfo("ns", "p", "u", NODE, "1", {"nvidia.com/use-gpuuuid": "GPU-1,GPU-0"})
+    allocating.check_gpus(Pending(pod, assignment, "c"), here, NODE)
+
+
+def test_memory_without_cores_is_not_capped_in_compute() -> None:
+    """A container that gave gpumem and no gpucores runs uncapped (HAMi); with gpucores, or
+    a whole GPU, it keeps its share; a pod without a class is not elastic."""
+    assignment = PodAssignment(NODE, (_gpu(0, 2700, 3000),))
+    for limits, capped in (
+        ({contract.RESOURCE_GPU: "1", contract.RESOURCE_GPUMEM: "3000"}, False),
+        ({contract.RESOURCE_GPU: "1", contract.RESOURCE_GPUMEM_PERCENTAGE: "27"}, False),
+        ({contract.RESOURCE_GPU: "1", contract.RESOURCE_GPUCORES: "27"}, True),
+    ):
+        pod = PodInfo("ns", "p", "u", NODE, "1", {}, (("c", limits),))
+        pending = Pending(pod, assignment, "c")
+        limits_now = allocating.limits_of(assignment, allocating.cores_asked(pending))
+        assert limits_now.share_bp == (2700 if capped else 10_000), limits
+        assert limits_now.memory_bytes == (3000 << 20,)
+        assert allocating.pod_description(pending)["elastic"] is False
+    classed = PodInfo("ns", "p", "u", NODE, "1", {contract.ANNOTATION_QOS: "be"})
+    assert allocating.pod_description(Pending(classed, assignment, "c"))["elastic"] is True

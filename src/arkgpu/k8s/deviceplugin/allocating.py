@@ -13,10 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from arkgpu.k8s import contract
+from arkgpu.k8s import contract, selection
 from arkgpu.k8s.contract import AssignedGpu, ContractError, InventoryGpu, PodAssignment
 from arkgpu.k8s.deviceplugin.apiserver import PodInfo
 from arkgpu.k8s.deviceplugin.devices import gpu_of
+from arkgpu.limiter.layout import SHARE_FULL
 from arkgpu.limiter.region import Limits
 
 MIB = 1 << 20
@@ -99,7 +100,8 @@ def region_name(pending: Pending) -> str:
 
 
 def check_gpus(pending: Pending, gpus: Sequence[InventoryGpu], node: str) -> None:
-    """AllocationError unless every assigned GPU is a healthy GPU of this node."""
+    """AllocationError unless every assigned GPU is a healthy GPU of this node that the pod's
+    selection annotations admit (models and UUIDs, :mod:`arkgpu.k8s.selection`)."""
     by_uuid = {g.uuid: g for g in gpus}
     for assigned in pending.assignment.gpus:
         gpu = by_uuid.get(assigned.uuid)
@@ -113,17 +115,33 @@ def check_gpus(pending: Pending, gpus: Sequence[InventoryGpu], node: str) -> Non
                 f"arkgpu device plugin: pod {pending.pod.key}: assigned GPU {assigned.uuid} "
                 f"is unhealthy on node {node}"
             )
+        refused = selection.refusal(pending.pod.annotations, gpu)
+        if refused is not None:
+            raise AllocationError(f"arkgpu device plugin: pod {pending.pod.key}: {refused}")
 
 
-def limits_of(assignment: PodAssignment) -> Limits:
+def limits_of(assignment: PodAssignment, cores_asked: bool = True) -> Limits:
     """The container's first limits: each GPU's memory cap (0: none) and the smallest of
-    the GPUs' shares (one share holds for every GPU of a container in the limiter)."""
+    the GPUs' shares (the limiter paces each GPU at that share). A container that asked
+    for no ``nvidia.com/gpucores`` (``cores_asked`` False) gets no compute cap, as in HAMi:
+    its assignment's share is what placement counted for its memory, not a limit."""
     caps = tuple(g.memory_mib * MIB if g.memory_mib else None for g in assignment.gpus)
-    return Limits(caps, share_bp=min(g.share_bp for g in assignment.gpus))
+    share = min(g.share_bp for g in assignment.gpus) if cores_asked else SHARE_FULL
+    return Limits(caps, share_bp=share)
+
+
+def cores_asked(pending: Pending) -> bool:
+    """Whether the container of the assignment gave ``nvidia.com/gpucores`` (or memory:
+    neither is a whole GPU, capped at its share)."""
+    limits = dict(pending.pod.containers).get(pending.container, {})
+    memory = (contract.RESOURCE_GPUMEM, contract.RESOURCE_GPUMEM_PERCENTAGE)
+    return contract.RESOURCE_GPUCORES in limits or not any(m in limits for m in memory)
 
 
 def pod_description(pending: Pending) -> dict[str, Any]:
-    """``pod.json`` of the region, as the node runtime reads it (docs/NODE.md)."""
+    """``pod.json`` of the region, as the node runtime reads it (docs/NODE.md). A pod that
+    names no ArkGPU class (``arkgpu.io/qos``) was written for HAMi: ``elastic`` false, its
+    share is a cap the runtime keeps."""
     first: AssignedGpu = pending.assignment.gpus[0]
     notes = pending.pod.annotations
     body: dict[str, Any] = {
@@ -131,6 +149,7 @@ def pod_description(pending: Pending) -> dict[str, Any]:
         "gpu": first.index,
         "model": notes.get(contract.ANNOTATION_MODEL, "unknown"),
         "memory_mib": first.memory_mib or None,
+        "elastic": contract.ANNOTATION_QOS in notes,
         OWNER_KEY: pending.pod.uid,
     }
     if pending.assignment.qos == contract.QOS_LC:

@@ -26,6 +26,7 @@ from pathlib import Path
 from arkgpu.k8s.deviceplugin.allocating import (
     OWNER_KEY,
     Pending,
+    cores_asked,
     limits_of,
     pod_description,
     region_name,
@@ -46,7 +47,7 @@ CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 def create_container_region(pending: Pending, regions_dir: Path) -> Path:
     """Create (or re-create: a retried Allocate) the container's region; return its folder."""
     directory = regions_dir / region_name(pending)
-    create_region(directory, limits_of(pending.assignment))
+    create_region(directory, limits_of(pending.assignment, cores_asked(pending)))
     tmp = directory / f".{POD_FILE}.tmp"
     tmp.write_text(json.dumps(pod_description(pending)), encoding="utf-8")
     tmp.chmod(0o644)
