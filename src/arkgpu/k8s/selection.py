@@ -1,7 +1,7 @@
 """HAMi's GPU selection annotations: which GPUs of a node a pod may be given.
 
 ``nvidia.com/use-gputype`` / ``nouse-gputype`` (model names, comma-separated; a GPU
-matches when its model contains one) and ``nvidia.com/use-gpuuuid`` /
+matches when its model contains one, ignoring case as HAMi does) and ``nvidia.com/use-gpuuuid`` /
 ``nouse-gpuuuid`` (UUIDs, comma-separated, matched exactly), as HAMi documents them
 (:mod:`arkgpu.k8s.hami_compat`). The scheduler extender keeps a pod off GPUs these
 refuse and the device plugin refuses an assignment that breaks them.
@@ -45,10 +45,11 @@ def refusal(annotations: Mapping[str, str], gpu: contract.InventoryGpu) -> str |
     if by_uuid is not None:
         return by_uuid
     wanted = names(annotations.get(contract.ANNOTATION_USE_GPUTYPE))
-    if wanted and not any(w in gpu.model for w in wanted):
+    model = gpu.model.upper()  # HAMi matches model names ignoring case
+    if wanted and not any(w.upper() in model for w in wanted):
         return f"GPU model {gpu.model} is not in annotation {contract.ANNOTATION_USE_GPUTYPE}"
     refused = names(annotations.get(contract.ANNOTATION_NOUSE_GPUTYPE))
-    if any(r in gpu.model for r in refused):
+    if any(r.upper() in model for r in refused):
         key = contract.ANNOTATION_NOUSE_GPUTYPE
         return f"GPU model {gpu.model} is excluded by annotation {key}"
     return None

@@ -145,7 +145,7 @@ def test_check_gpus_refuses_gpus_the_pods_selection_excludes() -> None:
         ({"nvidia.com/use-gpuuuid": "GPU-1"}, "GPU GPU-0 is not named in annotation"),
         ({"nvidia.com/nouse-gpuuuid": "GPU-2, GPU-0"}, "GPU GPU-0 is excluded by annotation"),
         ({contract.ANNOTATION_USE_GPUTYPE: "H100"}, "GPU model NVIDIA A10 is not in annotation"),
-        ({contract.ANNOTATION_NOUSE_GPUTYPE: "A10"}, "GPU model NVIDIA A10 is excluded"),
+        ({contract.ANNOTATION_NOUSE_GPUTYPE: "a10"}, "GPU model NVIDIA A10 is excluded"),
     ):
         pod = PodInfo("ns", "p", "u", NODE, "1", notes)
         with pytest.raises(AllocationError, match=f"pod ns/p: {reason}"):

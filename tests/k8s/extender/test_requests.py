@@ -107,6 +107,8 @@ def test_gpu_type_filters_become_gpu_spec() -> None:
     assert model_pod(nouse, MEMORY, 0, models).gpu_spec == {models[0], models[1]}
     none = read_pod(pod("x", annotations={"nvidia.com/use-gputype": "V100"}))
     assert model_pod(none, MEMORY, 0, models).gpu_spec == {NO_MODEL}
+    cased = read_pod(pod("c", annotations={"nvidia.com/use-gputype": "h200, tesla"}))
+    assert model_pod(cased, MEMORY, 0, models).gpu_spec == {models[1], models[2]}  # as HAMi
 
 
 def test_unhealthy_and_mig_gpus_are_not_offered() -> None:

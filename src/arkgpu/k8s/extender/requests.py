@@ -117,9 +117,15 @@ def gpu_spec(info: PodInfo, models: Iterable[str]) -> frozenset[str]:
     admitted = frozenset(
         m
         for m in models
-        if (not wanted or any(w in m for w in wanted)) and not any(r in m for r in refused)
+        if (not wanted or _contains(m, wanted)) and not _contains(m, refused)
     )
     return admitted or frozenset({NO_MODEL})
+
+
+def _contains(model: str, names: list[str]) -> bool:
+    """Whether ``model`` contains one of ``names``, ignoring case (as HAMi matches types)."""
+    upper = model.upper()
+    return any(n.upper() in upper for n in names)
 
 
 def _names(text: str | None) -> list[str]:
