@@ -115,9 +115,7 @@ def gpu_spec(info: PodInfo, models: Iterable[str]) -> frozenset[str]:
     if not wanted and not refused:
         return frozenset()
     admitted = frozenset(
-        m
-        for m in models
-        if (not wanted or _contains(m, wanted)) and not _contains(m, refused)
+        m for m in models if (not wanted or _contains(m, wanted)) and not _contains(m, refused)
     )
     return admitted or frozenset({NO_MODEL})
 
