@@ -248,14 +248,59 @@ def test_supported_rows_are_placed_and_limited_as_the_contract_says(
         _delete(cluster, name)
 
 
-def test_a_pod_that_fits_nowhere_says_why_in_its_events_intact(cluster: Cluster) -> None:
-    """A pod naming a GPU no node has stays Pending with a FailedScheduling event that is
-    the pod condition's text whole, the extender's sentence in it (its percent sign shown
-    as U+FF05, never mangled into a format verb)."""
-    row = hc.row(hc.ANNOTATION_USE_GPUUUID)
-    name = _name(row)
-    body = _body(row, name, cluster.group)
-    body["metadata"]["annotations"][hc.ANNOTATION_USE_GPUUUID] = "GPU-%d-nowhere"
+# Pods admitted that fit no node: what they ask, and the sentence their event must carry
+# (its text with {ns}, {name} and {node} filled in, then a regular expression for the rest).
+PENDING: dict[str, tuple[dict[str, str], dict[str, str], str, str]] = {
+    "uuid": (
+        {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "10"},
+        {hc.ANNOTATION_USE_GPUUUID: "GPU-%d-nowhere"},
+        "node {node} has 0 GPUs the pod's selection admits, it asks for 1 "
+        "(nvidia.com/use-gpuuuid is 'GPU-\uff05d-nowhere'): name GPUs of this node in "
+        "nvidia.com/use-gpuuuid or remove the annotation",
+        "",
+    ),
+    "type": (
+        {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "10"},
+        {contract.ANNOTATION_USE_GPUTYPE: "H100"},
+        "pod {ns}/{name}: no GPU model of the cluster matches the pod's type annotations "
+        "(nvidia.com/use-gputype is 'H100'); the models here: ",
+        r"\S",
+    ),
+    "room": (
+        {"nvidia.com/gpu": "3"},
+        {},
+        "node {node} has ",
+        r"\d GPUs with 1000 milli-GPU left, the pod asks for 3",
+    ),
+    "lc-model": (
+        {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "10"},
+        {contract.ANNOTATION_QOS: "lc"},
+        "pod {ns}/{name}: arkgpu.io/model: required for an lc pod",
+        "",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PENDING))
+def test_a_pod_that_fits_nowhere_says_why_in_its_events_intact(cluster: Cluster, case: str) -> None:
+    """The pod stays Pending with a FailedScheduling event that is the pod condition's text
+    whole, the extender's sentence in it (a percent sign shown as U+FF05, never mangled into
+    a format verb)."""
+    limits, notes, text, rest = PENDING[case]
+    name = f"pending-{case}-{uuid.uuid4().hex[:5]}"
+    body = {
+        "metadata": {"name": name, "annotations": dict(notes)},
+        "spec": {
+            "nodeSelector": {GROUP_LABEL: cluster.group},
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.invalid/arkgpu-e2e:never-pulled",
+                    "resources": {"limits": limits},
+                }
+            ],
+        },
+    }
     assert _create(cluster, body) == []
     core = k8s.CoreV1Api(cluster.api)
     try:
@@ -268,11 +313,8 @@ def test_a_pod_that_fits_nowhere_says_why_in_its_events_intact(cluster: Cluster)
         conditions = core.read_namespaced_pod(name, cluster.namespace).status.conditions or []
         (scheduled,) = [c for c in conditions if c.type == "PodScheduled"]
         assert message == scheduled.message
-        assert "%!" not in message
-        assert (
-            f"node {cluster.node} has 0 GPUs the pod's selection admits, it asks for 1 "
-            f"(nvidia.com/use-gpuuuid is 'GPU-\uff05d-nowhere'): name GPUs of this node in "
-            "nvidia.com/use-gpuuuid or remove the annotation"
-        ) in message
+        assert "%" not in message
+        said = text.format(ns=cluster.namespace, name=name, node=cluster.node)
+        assert re.search(re.escape(said) + rest, message), (said, rest, message)
     finally:
         _delete(cluster, name)

@@ -120,6 +120,18 @@ def gpu_spec(info: PodInfo, models: Iterable[str]) -> frozenset[str]:
     return admitted or frozenset({NO_MODEL})
 
 
+def _no_model(info: PodInfo, models: Iterable[str]) -> str:
+    said = "; ".join(
+        f"{key} is {info.annotations[key][:80]!r}"
+        for key in (ANNOTATION_USE_GPUTYPE, ANNOTATION_NOUSE_GPUTYPE)
+        if key in info.annotations
+    )
+    return (
+        f"pod {info.key}: no GPU model of the cluster matches the pod's type annotations "
+        f"({said}); the models here: {', '.join(sorted(models)) or 'none'}"
+    )
+
+
 def _contains(model: str, names: list[str]) -> bool:
     """Whether ``model`` contains one of ``names``, ignoring case (as HAMi matches types)."""
     upper = model.upper()
@@ -139,13 +151,17 @@ def model_pod(info: PodInfo, gpu_memory_mib: int, default_cores: int, models: It
         return Pod(info.uid, info.cpu_milli, info.memory_mib, 0, 0, qos=qos_of(info), lc=lc)
     request = info.gpu.request
     cores, memory = shares(request, gpu_memory_mib, default_cores)
+    models = tuple(models)
+    spec = gpu_spec(info, models)
+    if spec == {NO_MODEL}:
+        raise ContractError(_no_model(info, models))
     return Pod(
         info.uid,
         info.cpu_milli,
         info.memory_mib,
         request.count,
         cores * MILLI_PER_GPU // PERCENT_FULL,
-        gpu_spec=gpu_spec(info, models),
+        gpu_spec=spec,
         qos=qos_of(info),
         gpu_memory_mib=memory,
         lc=lc,
