@@ -162,3 +162,17 @@ def test_nothing_is_written_before_a_process_attaches(tmp_path: Path, predictor:
     runtime.tick()
     assert read_limits(first).share_bp == 10_000
     assert read_limits(second).share_bp == 4000
+
+
+def test_a_pod_on_two_gpus_is_held_on_both(tmp_path: Path, predictor: Predictor) -> None:
+    """A HAMi pod with 30 percent of GPUs 0 and 1: the BE job on GPU 1 gets the other 70."""
+    pair = PodSpec("pair", "be", 0, "unknown", gpus=(0, 1), elastic=False)
+    _region(tmp_path, pair, 3000)
+    be = _region(tmp_path, replace(BE, gpu=1), 1000)
+    config = NodeConfig(regions_dir=tmp_path, nvml=False, scan_every=1)
+    controller = NodeController(ShareSizer(predictor), ControlConfig(config.adjustment))
+    runtime = NodeRuntime(config, controller, [0, 1])
+    runtime.start()
+    for _ in range(3):
+        runtime.tick()
+    assert read_limits(be).share_bp == 7000

@@ -160,8 +160,9 @@ class NodeRuntime:
         for c in self.containers.values():
             if c.spec.elastic:
                 by_gpu.setdefault(c.spec.gpu, []).append(c)
-            else:  # a fixed share, never rewritten: the others split what it leaves
-                reserved[c.spec.gpu] = reserved.get(c.spec.gpu, 0) + c.limits.share_bp
+            for gpu in c.spec.gpus or (c.spec.gpu,):
+                if not c.spec.elastic or gpu != c.spec.gpu:  # held: the others split the rest
+                    reserved[gpu] = reserved.get(gpu, 0) + c.limits.share_bp
         for gpu in sorted(by_gpu):
             self._tick_gpu(gpu, by_gpu[gpu], period, reserved.get(gpu, 0))
         if self.calibration is not None:

@@ -150,6 +150,7 @@ def pod_description(pending: Pending) -> dict[str, Any]:
         "model": notes.get(contract.ANNOTATION_MODEL, "unknown"),
         "memory_mib": first.memory_mib or None,
         "elastic": contract.ANNOTATION_QOS in notes,
+        "gpus": [g.index for g in pending.assignment.gpus],
         OWNER_KEY: pending.pod.uid,
     }
     if pending.assignment.qos == contract.QOS_LC:
