@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -9,7 +10,8 @@ from pathlib import Path
 from arkgpu.client import LatencyReporter
 from arkgpu.colocation.deciding import ControlConfig, NodeController
 from arkgpu.colocation.sizing import ShareSizer
-from arkgpu.limiter.region import Limits, create_region
+from arkgpu.limiter.region import USAGE_FILE, Limits, create_region
+from arkgpu.node.bench import attach
 from arkgpu.node.config import NodeConfig
 from arkgpu.node.metrics import serve_metrics
 from arkgpu.node.pods import PodSpec, write_pod
@@ -33,6 +35,7 @@ def test_endpoints_report_readiness_and_per_container_metrics(tmp_path: Path) ->
         PodSpec("be", "be", 0, "vgg16", 2048),
     ):
         write_pod(create_region(tmp_path / spec.name, Limits((None,), 5000)), spec)
+        attach(tmp_path / spec.name / USAGE_FILE, os.getpid())
     config = NodeConfig(regions_dir=tmp_path, nvml=False)
     runtime = NodeRuntime(
         config, NodeController(ShareSizer(default_predictor()), ControlConfig()), [0]

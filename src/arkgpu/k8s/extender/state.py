@@ -36,6 +36,7 @@ from arkgpu.k8s.cluster.objects import NodeInfo, PodInfo
 from arkgpu.k8s.contract import AssignedGpu, ContractError, PodAssignment
 from arkgpu.k8s.extender.devices import DeviceCounts
 from arkgpu.k8s.extender.requests import lc_attributes, model_pod, qos_of
+from arkgpu.k8s.extender.selecting import only_selected
 from arkgpu.k8s.extender.verdicts import Verdicts, rank_group
 from arkgpu.k8s.inventory import Corrections
 from arkgpu.model.cluster import PlacementError
@@ -69,7 +70,7 @@ class Placed:
 
 
 def _version(text: str) -> int | None:
-    return int(text) if text.isdigit() else None
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 class ClusterView:
@@ -327,8 +328,12 @@ class ClusterView:
         if node not in self.nodes:
             raise PlacementError(self.refused.get(node) or f"node {node} is not in the snapshot")
         pod = self.request(info, node)
-        binding = self.scheduler.assign(pod, node)
-        self.devices.take(self.scheduler.state, self.index[node], binding.gpus)
+        state, row = self.scheduler.state, self.index[node]
+        with only_selected(state, self.nodes, self.index, info, [node]) as no:
+            if no:
+                raise PlacementError(no[node])
+            binding = self.scheduler.assign(pod, node)
+        self.devices.take(state, row, binding.gpus)
         gpus = self.nodes[node].gpus
         assigned = tuple(
             AssignedGpu(gpus[s].index, gpus[s].uuid, binding.gpu_memory_mib, binding.share_bp)
@@ -371,8 +376,12 @@ class ClusterView:
             for name in known:
                 groups.setdefault(nodes[name].gpus[0].memory_mib, []).append(name)
         lc_attributes(info)  # a malformed LC annotation refuses every node
-        with self._without(info.uid):
-            for members in groups.values():
+        state = self.scheduler.state
+        with self._without(info.uid), only_selected(state, nodes, self.index, info, known) as no:
+            out.failed.update(no)
+            for members in ([n for n in g if n not in no] for g in groups.values()):
+                if not members:
+                    continue
                 pod = self.request(info, members[0])
                 if info.uid not in self._arrived:
                     self._arrived.add(info.uid)
