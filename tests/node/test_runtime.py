@@ -176,3 +176,23 @@ def test_a_pod_on_two_gpus_is_held_on_both(tmp_path: Path, predictor: Predictor)
     for _ in range(3):
         runtime.tick()
     assert read_limits(be).share_bp == 7000
+
+
+def test_a_container_is_named_by_its_pod_when_pod_json_says_so(
+    tmp_path: Path, predictor: Predictor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The device plugin's region folder is dev-<hash>; pod.json's namespace, pod and
+    container name the container for metrics and logs. Without them the folder names it; a
+    name of the wrong type is skipped with one line naming the field."""
+    named = replace(BE, name="dev-4f1c", namespace="team", pod="train-0", container="main")
+    _region(tmp_path, named, 5000)
+    _region(tmp_path, replace(LC, name="demo"), 5000)
+    broken = create_region(tmp_path / "dev-bad", Limits((None,)))
+    (broken / "pod.json").write_text('{"kind": "be", "gpu": 0, "model": "vgg16", "pod": 7}')
+    runtime = _runtime(tmp_path, predictor)
+    runtime.start()
+    labels = {n: c.spec.label for n, c in runtime.containers.items()}
+    assert labels == {"dev-4f1c": "team/train-0/main", "demo": "demo"}
+    err = capsys.readouterr().err
+    assert "dev-bad" in err
+    assert "field pod: expected a string, got 7" in err

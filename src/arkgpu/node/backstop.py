@@ -94,7 +94,7 @@ class Backstop:
 
     def _act(self, c: Container, pids: dict[int, int], cap: int) -> None:
         used = sum(pids.values()) // MIB
-        reason = f"{c.name}: {used} MiB on GPU {c.spec.gpu} over its cap of {cap} MiB"
+        reason = f"{c.spec.label}: {used} MiB on GPU {c.spec.gpu} over its cap of {cap} MiB"
         self.escapes += 1
         print(f"arkgpu node: backstop ({self.action}): {reason}", file=sys.stderr, flush=True)
         if self.action == "kill":

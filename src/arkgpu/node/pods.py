@@ -4,7 +4,9 @@ Whoever creates the region (the device plugin, the DRA driver, the demo)
 writes ``pod.json`` beside ``limits`` and ``usage``; the runtime adopts a
 container once all three are there. Fields: ``kind`` ("lc" or "be"), ``gpu``
 (index on the node), ``model``, ``memory_mib`` (cap, optional), ``elastic`` (optional,
-default true: false keeps the share Allocate wrote); for LC
+default true: false keeps the share the device plugin wrote), ``gpus`` (optional: every
+GPU index of the container), ``namespace``, ``pod`` and ``container`` (optional: the
+Kubernetes names of the container, shown in metrics and logs); for LC
 ``target_ms``, ``peak_rps``, ``max_batch``, ``max_queue_delay_ms``; for BE
 ``batch``.
 """
@@ -51,6 +53,20 @@ class PodSpec:
     """False for a pod that named no ArkGPU class (written for HAMi): its share is a cap
     it keeps, so the runtime never rewrites its limits and splits only the rest of its
     GPU among the others (field ``elastic``, default true)."""
+    namespace: str = ""
+    """The pod's namespace (field ``namespace``, optional)."""
+    pod: str = ""
+    """The pod's name (field ``pod``, optional)."""
+    container: str = ""
+    """The container's name in its pod (field ``container``, optional)."""
+
+    @property
+    def label(self) -> str:
+        """How metrics and logs name the container: ``namespace/pod/container`` when
+        ``pod.json`` says so, else its region folder's name."""
+        if self.namespace and self.pod and self.container:
+            return f"{self.namespace}/{self.pod}/{self.container}"
+        return self.name
 
     @property
     def is_lc(self) -> bool:
@@ -84,6 +100,7 @@ def parse_pod(name: str, raw: object, where: str) -> PodSpec:
     if not isinstance(elastic, bool):
         raise ValueError(f"{where}: field elastic: expected true or false, got {elastic!r}")
     common: dict[str, Any] = {
+        **_names(raw, where),
         "gpu": _need(raw, "gpu", int, where),
         "model": _need(raw, "model", str, where),
         "memory_mib": memory,
@@ -101,6 +118,17 @@ def parse_pod(name: str, raw: object, where: str) -> PodSpec:
         max_queue_delay_ms=float(raw.get("max_queue_delay_ms", 2.0)),
         **common,
     )
+
+
+def _names(raw: dict[str, Any], where: str) -> dict[str, str]:
+    """The optional ``namespace``, ``pod`` and ``container`` fields (strings)."""
+    found = {}
+    for key in ("namespace", "pod", "container"):
+        value = raw.get(key, "")
+        if not isinstance(value, str):
+            raise ValueError(f"{where}: field {key}: expected a string, got {value!r}")
+        found[key] = value
+    return found
 
 
 def read_pod(region: Path) -> PodSpec:

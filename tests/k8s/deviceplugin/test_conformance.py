@@ -343,6 +343,7 @@ def test_pod_json_matches_node_runtime_format(tmp_path: Path) -> None:
     )
     assert spec.memory_mib is None
     assert (spec.gpu, spec.gpus, spec.elastic) == (0, (0, 2), False)  # no arkgpu.io/qos
+    assert spec.label == "ns/p/main"
     classed = PodInfo("ns", "p", "u", NODE, "2026", {**notes, contract.ANNOTATION_QOS: "lc"})
     description = pod_description(classed, assignment, [1], 0, "main")
     (tmp_path / "pod.json").write_text(json.dumps(description))
