@@ -147,7 +147,7 @@ def test_hami_pods_keep_their_share_and_the_others_split_the_rest(
 
 
 def test_nothing_is_written_before_a_process_attaches(tmp_path: Path, predictor: Predictor) -> None:
-    """BE jobs at 60 and 40 percent with no process yet: their limits stay as Allocate wrote
+    """BE jobs at 60 and 40 percent with no process yet: their limits stay as the plugin wrote
     them; once one's process attaches, only that one is written."""
     first = create_region(tmp_path / "be1", Limits((None,), 6000))
     write_pod(first, replace(BE, name="be1"))

@@ -4,7 +4,8 @@
 matches when its model contains one, ignoring case as HAMi does) and ``nvidia.com/use-gpuuuid`` /
 ``nouse-gpuuuid`` (UUIDs, comma-separated, matched exactly), as HAMi documents them
 (:mod:`arkgpu.k8s.hami_compat`). The scheduler extender keeps a pod off GPUs these
-refuse and the device plugin refuses an assignment that breaks them.
+refuse and the device plugin, at PreStartContainer, refuses to start a container on
+an allocated GPU that breaks them.
 """
 
 from __future__ import annotations

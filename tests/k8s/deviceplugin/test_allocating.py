@@ -206,6 +206,8 @@ def test_an_init_containers_devices_take_its_own_limits_and_name() -> None:
     name, asked = allocating.container_of(pod, "main", init=True)
     assert (name, allocating.cores_asked(asked)) == ("setup", False)
     assert allocating.cores_asked(app)
+    # a sidecar (restartable init container) holding its own devices is listed as itself
+    assert allocating.container_of(pod, "setup", init=False) == ("setup", setup)
 
 
 def test_pod_json_names_the_container_and_every_allocated_gpu() -> None:

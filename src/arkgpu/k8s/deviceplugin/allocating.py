@@ -179,12 +179,12 @@ def cores_asked(limits: Mapping[str, str]) -> bool:
 
 def container_of(pod: PodInfo, holder: str, init: bool) -> tuple[str, Mapping[str, str]]:
     """The name and limits of the container PreStartContainer is for. ``holder``: the app
-    container PodResources lists with these devices; ``init``: the devices are only part
-    of its own, so they are a GPU init container's (the first asking for GPUs, else the
-    holder: the kubelet's API names no init container)."""
+    (or sidecar) container PodResources lists with these devices; ``init``: the devices
+    are only part of its own, so they are a GPU init container's (the first asking for
+    GPUs, else the holder: the kubelet's API names no init container)."""
     inits = [c for c in pod.init_containers if contract.RESOURCE_GPU in c[1]] if init else []
-    name, limits = inits[0] if inits else (holder, dict(pod.containers).get(holder, {}))
-    return name, limits
+    listed = dict(pod.init_containers + pod.containers)  # a sidecar is listed as itself
+    return inits[0] if inits else (holder, listed.get(holder, {}))
 
 
 def pod_description(
