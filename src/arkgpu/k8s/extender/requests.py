@@ -34,6 +34,7 @@ from arkgpu.k8s.contract import (
     QOS_LC,
     ContractError,
     GpuRequest,
+    PodAssignment,
 )
 from arkgpu.model.resources import MILLI_PER_GPU, LcAttributes, Pod
 
@@ -166,3 +167,26 @@ def model_pod(info: PodInfo, gpu_memory_mib: int, default_cores: int, models: It
         gpu_memory_mib=memory,
         lc=lc,
     )
+
+
+def adopted_pod(info: PodInfo, a: PodAssignment, gpu_memory_mib: int, default_cores: int) -> Pod:
+    """The placement layer's pod for ``info`` as its assignment ``a`` already places it (on
+    GPUs of ``gpu_memory_mib`` MiB); a pod breaking the contract counts by its shares."""
+    memory = a.gpus[0].memory_mib if a.gpus else 0
+    try:
+        pod = model_pod(info, gpu_memory_mib, default_cores, [])
+        return Pod(
+            pod.name,
+            pod.cpu_milli,
+            pod.memory_mib,
+            len(a.gpus),
+            pod.gpu_milli,
+            qos=pod.qos,
+            gpu_memory_mib=memory,
+            lc=pod.lc,
+        )
+    except ContractError:
+        milli = min(a.gpus[0].share_bp // 10, MILLI_PER_GPU) if a.gpus else 0
+        return Pod(
+            info.uid, info.cpu_milli, info.memory_mib, len(a.gpus), milli, gpu_memory_mib=memory
+        )

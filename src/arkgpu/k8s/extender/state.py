@@ -33,15 +33,15 @@ from typing import Any
 import numpy as np
 
 from arkgpu.k8s.cluster.objects import NodeInfo, PodInfo
-from arkgpu.k8s.contract import AssignedGpu, ContractError, PodAssignment
+from arkgpu.k8s.contract import AssignedGpu, PodAssignment
 from arkgpu.k8s.extender.devices import DeviceCounts
-from arkgpu.k8s.extender.requests import lc_attributes, model_pod, qos_of
+from arkgpu.k8s.extender.requests import adopted_pod, lc_attributes, model_pod, qos_of
 from arkgpu.k8s.extender.selecting import only_selected
 from arkgpu.k8s.extender.verdicts import Verdicts, rank_group
 from arkgpu.k8s.inventory import Corrections
 from arkgpu.model.cluster import PlacementError
 from arkgpu.model.gpus import gpu_model, known_gpu_models
-from arkgpu.model.resources import MILLI_PER_GPU, Node, Pod
+from arkgpu.model.resources import Node, Pod
 from arkgpu.placement.lc_placing import ShareSizing
 from arkgpu.placement.scheduling import Scheduler
 
@@ -286,33 +286,14 @@ class ClusterView:
         state, row = self.scheduler.state, self.index[a.node]
         try:
             with self.devices.opened(state, row, slots):
-                self.scheduler.adopt(self._adopted_pod(info, a), a.node, slots)
+                pod = adopted_pod(info, a, node.gpus[0].memory_mib, self.default_cores)
+                self.scheduler.adopt(pod, a.node, slots)
         except PlacementError as exc:
             LOG.warning("pod %s: cannot count its assignment: %s", info.key, exc)
             return
         self.devices.take(state, row, slots)
         self.placed[info.uid] = Placed(a)
         self.version += 1
-
-    def _adopted_pod(self, info: PodInfo, a: PodAssignment) -> Pod:
-        memory = a.gpus[0].memory_mib if a.gpus else 0
-        try:
-            pod = model_pod(info, self.nodes[a.node].gpus[0].memory_mib, self.default_cores, [])
-            return Pod(
-                pod.name,
-                pod.cpu_milli,
-                pod.memory_mib,
-                len(a.gpus),
-                pod.gpu_milli,
-                qos=pod.qos,
-                gpu_memory_mib=memory,
-                lc=pod.lc,
-            )
-        except ContractError:
-            milli = min(a.gpus[0].share_bp // 10, MILLI_PER_GPU) if a.gpus else 0
-            return Pod(
-                info.uid, info.cpu_milli, info.memory_mib, len(a.gpus), milli, gpu_memory_mib=memory
-            )
 
     def release(self, uid: str) -> None:
         """The pod's shares and devices go back to its node."""
