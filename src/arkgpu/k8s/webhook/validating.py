@@ -18,7 +18,8 @@
   the extender and the device plugin write them, on pods that exist (UPDATE), so a
   new pod carrying them is refused: a forged assignment would make the extender count
   GPU shares the pod never got. UPDATEs are not checked for them (the extender's
-  bind and the device plugin's Allocate patch them).
+  bind patches the assignment; the device plugin no longer writes ``allocated``,
+  which stays reserved).
 
 Every problem is reported, one per clause, so one round trip shows them all.
 """
