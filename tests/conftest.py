@@ -9,8 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from private_clone import private, privately_started
+
+# Property tests are reproducible: the default profile draws the same examples on every run
+# (derandomize), so a run cannot pass by luck, and keeps no local example database that CI
+# would not have; a failure found once is replayed with @example in its test. Set
+# HYPOTHESIS_PROFILE=explore to search with fresh random examples (and a local database).
+settings.register_profile("repeatable", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
+
 
 REPO = Path(__file__).resolve().parent.parent
 

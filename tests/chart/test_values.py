@@ -105,6 +105,10 @@ def test_user_supplied_webhook_certificate(docs: list[Manifest]) -> None:
         for name in (*contract.MANAGED_RESOURCES, contract.ANNOTATION_ASSIGNMENT):
             assert f"'{name}'" in condition["expression"]
         assert f"'{contract.ANNOTATION_ALLOCATED}'" in condition["expression"]
+        assert (
+            "k.startsWith('nvidia.com/mig-') || k == 'nvidia.com/priority'"
+            in (condition["expression"])
+        )
         selector = hook["namespaceSelector"]
         assert selector["matchLabels"] == {"arkgpu.io/enabled": "true"}
         assert selector["matchExpressions"][0]["values"] == ["kube-system", NS]

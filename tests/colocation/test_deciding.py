@@ -66,6 +66,29 @@ def test_split_never_hands_out_more_than_the_gpu(
         assert min(split.lc_bp.values()) >= min(floor, SHARE_FULL_BP // len(lc))
 
 
+@given(FRACTIONS, st.integers(0, 4), st.integers(0, SHARE_FULL_BP))
+def test_split_hands_out_at_most_the_capacity_left_by_capped_pods(
+    fractions: list[float], n_be: int, capacity: int
+) -> None:
+    """With part of the GPU held by pods the loop does not adjust (HAMi's caps), the split
+    never hands out more than the rest; BE jobs take all of it that LC leaves."""
+    lc = {f"lc{i}": f for i, f in enumerate(fractions)}
+    split = split_gpu(lc, [f"be{j}" for j in range(n_be)], 100, capacity)
+    total = sum(split.lc_bp.values()) + sum(split.be_bp.values())
+    assert total <= capacity
+    if n_be:
+        assert total == capacity
+
+
+def test_a_capped_pods_share_is_left_out_of_the_split() -> None:
+    """BE jobs asking nothing in particular split what two capped pods (30 + 20) leave."""
+    split = split_gpu({}, ["a", "b"], 100, SHARE_FULL_BP - 5000)
+    assert split.be_bp == {"a": 2500, "b": 2500}
+    squeezed = split_gpu({"lc": 0.9}, ["t"], 100, 4000)
+    assert squeezed.lc_bp == {"lc": 4000}
+    assert squeezed.be_bp == {"t": 0}
+
+
 @given(FRACTIONS)
 def test_split_gives_each_lc_what_it_asked_for_when_it_fits(fractions: list[float]) -> None:
     """Without overload each LC gets its share rounded to basis points (floor 100 bp)."""

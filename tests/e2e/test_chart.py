@@ -234,7 +234,12 @@ def test_selected_namespace_sends_gpu_pods_to_the_webhook(
 
     created = core.create_namespaced_pod(namespace, pod("cpu", {"cpu": "1"}))
     assert created.spec.scheduler_name == "default-scheduler"
-    for name, limits in (("gpu", {GPU: "1"}), ("cores", {contract.RESOURCE_GPUCORES: "30"})):
+    hami = (("mig", {"nvidia.com/mig-1g.10gb": "1"}), ("priority", {"nvidia.com/priority": "0"}))
+    for name, limits in (
+        ("gpu", {GPU: "1"}),
+        ("cores", {contract.RESOURCE_GPUCORES: "30"}),
+        *hami,  # refused by the contract: they must reach the webhook too
+    ):
         with pytest.raises(ApiException) as refused:
             core.create_namespaced_pod(namespace, pod(name, limits))
         assert "pods.mutate.arkgpu.io" in str(refused.value.body)

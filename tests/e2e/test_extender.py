@@ -103,8 +103,9 @@ def test_pods_land_where_the_policy_puts_them(
             g.share_bp for g in expected.assignment.gpus
         ]
     assert check_consistent(pods_json(admin, ns)) == len(SHAPES)
-    bad = {"nvidia.com/gpu": "2", "nvidia.com/gpucores": "50"}
-    core.create_namespaced_pod(ns, gpu_pod("bad", group, bad))
+    bad = gpu_pod("bad", group, {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "50"})
+    bad["metadata"]["annotations"] = {"arkgpu.io/qos": "lc"}  # an LC pod without its model
+    core.create_namespaced_pod(ns, bad)
 
     def refusal() -> str | None:
         events = core.list_namespaced_event(ns, field_selector="involvedObject.name=bad").items
@@ -112,7 +113,10 @@ def test_pods_land_where_the_policy_puts_them(
         return said[0] if said else None
 
     message = wait_for(refusal, SETTLE_TIMEOUT_S, "FailedScheduling of the bad pod")
-    assert "ArkGPU shares single GPUs only" in message
+    pod = core.read_namespaced_pod("bad", ns)
+    (scheduled,) = [c for c in pod.status.conditions or [] if c.type == "PodScheduled"]
+    assert message == scheduled.message  # the event is the condition's text, whole
+    assert f"pod {ns}/bad: arkgpu.io/model: required for an lc pod" in message
 
 
 def _wait_bound_pod(admin: k8s.ApiClient, ns: str, name: str) -> dict[str, Any]:

@@ -122,7 +122,7 @@ def test_hami_pods_through_webhook_scheduler_extender_and_device_plugin(
         for pod in pods:
             notes = pod["metadata"]["annotations"]
             assert pod["spec"]["schedulerName"] == contract.SCHEDULER_NAME  # the webhook's
-            assert notes[contract.ANNOTATION_QOS] == contract.QOS_BE  # the webhook's default
+            assert contract.ANNOTATION_QOS not in notes  # the chart's webhook adds no class
             placed = json.loads(notes[contract.ANNOTATION_ASSIGNMENT])
             assert placed["node"] == pod["spec"]["nodeName"] == node
             assert [(g["share_bp"], g["memory_mib"]) for g in placed["gpus"]] == [(3000, 3000)]

@@ -26,7 +26,6 @@ from .controlplane import ControlPlane
 from .nodes import wait_for
 from .webhook_helpers import (
     ACTIVE_TIMEOUT_S,
-    DEFAULT_GPUCORES,
     Webhook,
     container,
     pod_body,
@@ -65,7 +64,8 @@ def inventory_node(api: k8s.ApiClient, webhook: Webhook) -> Iterator[str]:
 def test_gpu_pods_are_mutated_and_cpu_pods_untouched(
     api: k8s.ApiClient, webhook: Webhook, namespace: str
 ) -> None:
-    """A HAMi pod is stored with schedulerName arkgpu-scheduler, qos be and the configured
+    """A HAMi pod is stored with schedulerName arkgpu-scheduler and, with the chart's defaults,
+    nothing else added (no class, no cores: it keeps HAMi's meaning);
     gpucores; an LC pod keeps its class; another scheduler is kept; a CPU pod is stored as sent."""
     core = k8s.CoreV1Api(api)
     with registered(api, webhook, namespace):
@@ -87,11 +87,10 @@ def test_gpu_pods_are_mutated_and_cpu_pods_untouched(
         other = core.create_namespaced_pod(namespace, other)
         cpu = core.create_namespaced_pod(namespace, pod_body("cpu", container(cpu="1")))
     assert hami.spec.scheduler_name == contract.SCHEDULER_NAME
-    assert hami.metadata.annotations == {contract.ANNOTATION_QOS: "be"}
+    assert not hami.metadata.annotations  # the chart's defaults: no class, no cores added
     assert hami.spec.containers[0].resources.limits == {
         "nvidia.com/gpu": "1",
         "nvidia.com/gpumem": "4096",
-        "nvidia.com/gpucores": str(DEFAULT_GPUCORES),
     }
     assert lc.spec.scheduler_name == contract.SCHEDULER_NAME
     assert lc.metadata.annotations[contract.ANNOTATION_QOS] == "lc"

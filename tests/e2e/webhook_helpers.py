@@ -26,8 +26,6 @@ READY_TIMEOUT_S = 120.0
 """The webhook's start (Python, the predictor fitted, the first node list) on a loaded machine."""
 ACTIVE_TIMEOUT_S = 30.0
 """The API server picks up a new webhook configuration within a second or two when idle."""
-DEFAULT_GPUCORES = 50
-"""``[defaults] gpucores`` of the test's webhook."""
 
 
 @dataclass(frozen=True)
@@ -50,8 +48,7 @@ def write_config(directory: Path, port: int, plane: ControlPlane) -> Path:
         f'tls_cert_file = "{serving.cert}"\ntls_key_file = "{serving.key}"\n'
         f'listen_address = "127.0.0.1"\nport = {port}\n'
         f'kubeconfig = "{plane.admin_kubeconfig}"\n'
-        f"[defaults]\ngpucores = {DEFAULT_GPUCORES}\n"
-    )
+    )  # no [defaults]: the chart ships none
     return config
 
 

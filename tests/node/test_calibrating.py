@@ -4,6 +4,7 @@ published in calibration.json, and picked up again by a restarted runtime."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ from arkgpu.client import LatencyReporter
 from arkgpu.colocation.calibration import CALIBRATION_FILE, CalibrationConfig
 from arkgpu.colocation.deciding import ControlConfig, NodeController
 from arkgpu.colocation.sizing import ShareSizer
-from arkgpu.limiter.region import Limits, create_region, read_limits
+from arkgpu.limiter.region import USAGE_FILE, Limits, create_region, read_limits
+from arkgpu.node.bench import attach
 from arkgpu.node.calibrating import read_published
 from arkgpu.node.config import NodeConfig
 from arkgpu.node.metrics import RuntimeCollector
@@ -41,6 +43,7 @@ def _runtime(root: Path, predictor: Predictor, calibrate: bool) -> NodeRuntime:
 def _node(root: Path) -> Path:
     for spec in (LC, BE):
         write_pod(create_region(root / spec.name, Limits((None,), 5000)), spec)
+        attach(root / spec.name / USAGE_FILE, os.getpid())
     return root / "lc"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,7 +12,8 @@ from arkgpu.colocation.deciding import ControlConfig, NodeController
 from arkgpu.colocation.observations import BeObservation, GpuObservations, LcObservation
 from arkgpu.colocation.sizing import LcDemand, ShareSizer
 from arkgpu.limiter.lending import lender_path
-from arkgpu.limiter.region import LIMITS_FILE, Limits, create_region, read_limits
+from arkgpu.limiter.region import LIMITS_FILE, USAGE_FILE, Limits, create_region, read_limits
+from arkgpu.node.bench import attach
 from arkgpu.node.config import NodeConfig
 from arkgpu.node.pods import PodSpec, write_pod
 from arkgpu.node.runtime import NodeRuntime
@@ -30,6 +32,7 @@ def predictor() -> Predictor:
 def _region(root: Path, spec: PodSpec, share_bp: int) -> Path:
     region = create_region(root / spec.name, Limits((None,), share_bp))
     write_pod(region, spec)
+    attach(region / USAGE_FILE, os.getpid())  # a process of it runs: the runtime adjusts it
     return region
 
 
@@ -122,3 +125,74 @@ def test_a_bad_pod_file_is_skipped_with_one_line(
     assert "model" in err[0]
     assert "far" in err[1]
     assert "GPU 3" in err[1]
+
+
+def test_hami_pods_keep_their_share_and_the_others_split_the_rest(
+    tmp_path: Path, predictor: Predictor
+) -> None:
+    """Two pods without an ArkGPU class (elastic false) at 30 and 20 percent keep their limits
+    for ever; the one opted-in BE job gets the rest of the GPU, not the whole GPU."""
+    fixed = [
+        _region(tmp_path, PodSpec(f"hami-{bp}", "be", 0, "unknown", elastic=False), bp)
+        for bp in (3000, 2000)
+    ]
+    be = _region(tmp_path, BE, 1000)
+    runtime = _runtime(tmp_path, predictor)
+    runtime.start()
+    for _ in range(4):
+        runtime.tick()
+    assert [read_limits(r).share_bp for r in fixed] == [3000, 2000]
+    assert read_limits(be).share_bp == 5000
+    assert "hami-3000" in runtime.containers  # adopted (seen), never adjusted
+
+
+def test_nothing_is_written_before_a_process_attaches(tmp_path: Path, predictor: Predictor) -> None:
+    """BE jobs at 60 and 40 percent with no process yet: their limits stay as the plugin wrote
+    them; once one's process attaches, only that one is written."""
+    first = create_region(tmp_path / "be1", Limits((None,), 6000))
+    write_pod(first, replace(BE, name="be1"))
+    second = create_region(tmp_path / "be2", Limits((None,), 4000))
+    write_pod(second, replace(BE, name="be2"))
+    runtime = _runtime(tmp_path, predictor)
+    runtime.start()
+    for _ in range(3):
+        runtime.tick()
+    assert (read_limits(first).share_bp, read_limits(second).share_bp) == (6000, 4000)
+    attach(first / USAGE_FILE, os.getpid())
+    runtime.tick()
+    assert read_limits(first).share_bp == 10_000
+    assert read_limits(second).share_bp == 4000
+
+
+def test_a_pod_on_two_gpus_is_held_on_both(tmp_path: Path, predictor: Predictor) -> None:
+    """A HAMi pod with 30 percent of GPUs 0 and 1: the BE job on GPU 1 gets the other 70."""
+    pair = PodSpec("pair", "be", 0, "unknown", gpus=(0, 1), elastic=False)
+    _region(tmp_path, pair, 3000)
+    be = _region(tmp_path, replace(BE, gpu=1), 1000)
+    config = NodeConfig(regions_dir=tmp_path, nvml=False, scan_every=1)
+    controller = NodeController(ShareSizer(predictor), ControlConfig(config.adjustment))
+    runtime = NodeRuntime(config, controller, [0, 1])
+    runtime.start()
+    for _ in range(3):
+        runtime.tick()
+    assert read_limits(be).share_bp == 7000
+
+
+def test_a_container_is_named_by_its_pod_when_pod_json_says_so(
+    tmp_path: Path, predictor: Predictor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The device plugin's region folder is dev-<hash>; pod.json's namespace, pod and
+    container name the container for metrics and logs. Without them the folder names it; a
+    name of the wrong type is skipped with one line naming the field."""
+    named = replace(BE, name="dev-4f1c", namespace="team", pod="train-0", container="main")
+    _region(tmp_path, named, 5000)
+    _region(tmp_path, replace(LC, name="demo"), 5000)
+    broken = create_region(tmp_path / "dev-bad", Limits((None,)))
+    (broken / "pod.json").write_text('{"kind": "be", "gpu": 0, "model": "vgg16", "pod": 7}')
+    runtime = _runtime(tmp_path, predictor)
+    runtime.start()
+    labels = {n: c.spec.label for n, c in runtime.containers.items()}
+    assert labels == {"dev-4f1c": "team/train-0/main", "demo": "demo"}
+    err = capsys.readouterr().err
+    assert "dev-bad" in err
+    assert "field pod: expected a string, got 7" in err

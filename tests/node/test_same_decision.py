@@ -9,6 +9,7 @@ written must equal ``limits_for`` of the simulator-side decision, period after p
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +19,8 @@ from arkgpu.client import LatencyReporter
 from arkgpu.colocation.deciding import ControlConfig, NodeController
 from arkgpu.colocation.limiting import limits_for
 from arkgpu.colocation.observations import BeObservation, GpuObservations, observe_lc
-from arkgpu.limiter.region import Limits, create_region, read_limits
+from arkgpu.limiter.region import USAGE_FILE, Limits, create_region, read_limits
+from arkgpu.node.bench import attach
 from arkgpu.node.config import NodeConfig
 from arkgpu.node.pods import PodSpec, write_pod
 from arkgpu.node.runtime import NodeRuntime
@@ -42,6 +44,7 @@ def test_runtime_and_simulator_controllers_write_the_same_limits(tmp_path: Path)
     for spec in (LC, BE):
         regions[spec.name] = create_region(tmp_path / spec.name, Limits((None,)))
         write_pod(regions[spec.name], spec)
+        attach(regions[spec.name] / USAGE_FILE, os.getpid())
     runtime.scan()
     sim = NodeController(make_sizer(), ControlConfig(lend_idle_share=True))
     rng = np.random.default_rng(3)

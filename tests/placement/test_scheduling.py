@@ -114,7 +114,7 @@ def test_a_node_that_does_not_fit_says_what_it_lacks() -> None:
     cases = {
         Pod("cpu", 4000, 1024, 1, 500): ("small", "CPU"),
         Pod("mem", 1000, 8192, 1, 500): ("small", "memory"),
-        Pod("spec", 1000, 1024, 1, 500, frozenset({"T4"})): ("v100", "gpu_spec"),
+        Pod("spec", 1000, 1024, 1, 500, frozenset({"T4"})): ("v100", "the pod's GPU models are T4"),
         Pod("gpus", 1000, 1024, 2, 1000): ("small", "1 GPUs with 1000 milli-GPU"),
         Pod("vram", 1000, 1024, 1, 500, gpu_memory_mib=20_000): ("small", "GPU memory"),
     }

@@ -37,6 +37,19 @@ def register(subparsers: Any) -> None:
         help="length of the CPU-use run at a 0.1 s period, seconds, 0 < S <= 3600 (default 10)",
     )
     bench.set_defaults(handler=bench_command)
+    share = sub.add_parser(
+        "contract-bench",
+        help="an LC service, two HAMi pods and a BE job on a fake GPU: busy share per pod",
+    )
+    json_option(share, "the figures")
+    share.add_argument(
+        "--seconds",
+        metavar="S",
+        type=number(1.0, 3600.0),
+        default=10.0,
+        help="measured time after a 3 s warm-up, seconds, 1 to 3600 (default 10)",
+    )
+    share.set_defaults(handler=contract_bench_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -83,4 +96,21 @@ def bench_command(args: argparse.Namespace) -> int:
         args.json_out.write_json(report)
     if args.json_out is None or not args.json_out.to_stdout:
         _print(report)
+    return 0
+
+
+def contract_bench_command(args: argparse.Namespace) -> int:
+    """Run the contract bench; print its figures, write the JSON when asked."""
+    from arkgpu.node.contract_bench import (  # noqa: PLC0415
+        ContractBenchConfig,
+        run_contract_bench,
+    )
+
+    report = run_contract_bench(ContractBenchConfig(measure_s=args.seconds))
+    if args.json_out is not None:
+        args.json_out.write_json(report)
+    if args.json_out is None or not args.json_out.to_stdout:
+        for name, pod in report["pods"].items():
+            print(f"{name:8s} " + ", ".join(f"{k} {v}" for k, v in pod.items()))
+        print(f"lc p99 {report['lc_p99_ms']} ms (target {report['lc_target_ms']} ms)")
     return 0

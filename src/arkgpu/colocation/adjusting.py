@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from arkgpu.colocation.observations import BeObservation, LcObservation
 from arkgpu.colocation.sizing import ShareSizer
 from arkgpu.colocation.splitting import ShareSplit, split_gpu
-from arkgpu.model.shares import share_fraction
+from arkgpu.model.shares import SHARE_FULL_BP, share_fraction
 from arkgpu.predictor import Workload
 
 
@@ -88,8 +88,10 @@ class AdjustmentUnit:
         observations: Sequence[LcObservation],
         bes: Sequence[BeObservation],
         corrections: Mapping[str, float] | None = None,
+        capacity_bp: int = SHARE_FULL_BP,
     ) -> ShareSplit:
-        """Decide the shares for the next period.
+        """Decide the shares for the next period, handing out at most ``capacity_bp``
+        (the GPU less the shares held by containers the loop does not adjust).
 
         Services are sized in the order observed; a co-runner's workload is its
         last period's share at its newest batch (sized earlier in this step, or
@@ -104,7 +106,8 @@ class AdjustmentUnit:
         per service, a factor multiplying its predicted slowdown; absent: 1.
         """
         fix = dict(corrections or {})
-        inputs, state = (_inputs(observations, bes), tuple(sorted(fix.items()))), self._state()
+        inputs = (_inputs(observations, bes), tuple(sorted(fix.items())), capacity_bp)
+        state = self._state()
         if self._settled == (inputs, state):
             return self.last
         work = {o.name: self._workload(o) for o in observations}
@@ -112,7 +115,7 @@ class AdjustmentUnit:
         shares = {
             o.name: self._lc_share(o, work, be_work, fix.get(o.name, 1.0)) for o in observations
         }
-        split = split_gpu(shares, [b.name for b in bes], self.config.min_lc_bp)
+        split = split_gpu(shares, [b.name for b in bes], self.config.min_lc_bp, capacity_bp)
         self.last = split
         after = self._state()
         self._settled = (inputs, after) if after == state else None

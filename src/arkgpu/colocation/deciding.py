@@ -27,6 +27,7 @@ from arkgpu.colocation.observations import GpuObservations
 from arkgpu.colocation.sizing import ShareSizer
 from arkgpu.colocation.splitting import ShareSplit, equal_parts
 from arkgpu.limiter.layout import MAX_LENDERS
+from arkgpu.model.shares import SHARE_FULL_BP
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,8 @@ class NodeController:
         """Decide the next period of one GPU from the last period's observations."""
         unit = self._unit(observations.gpu)
         corrections = self._calibrate(unit, observations)
-        split = unit.step(observations.lcs, observations.bes, corrections)
+        capacity = SHARE_FULL_BP - observations.reserved_bp
+        split = unit.step(observations.lcs, observations.bes, corrections, capacity)
         read = (
             tuple((o.name, o.memory_mib) for o in observations.lcs),
             observations.bes,

@@ -113,6 +113,9 @@ class GpuObservations:
     """The running BE jobs, in a fixed order."""
     period_s: float = 1.0
     """Length of the period observed (s): the clock of online calibration."""
+    reserved_bp: int = 0
+    """Share of the GPU held by containers the loop does not adjust (pods without an
+    ArkGPU class keep the share they asked for, as in HAMi), basis points."""
 
 
 def observe_lc(

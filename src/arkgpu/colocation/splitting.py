@@ -41,28 +41,37 @@ def equal_parts(total: int, n: int) -> list[int]:
     return [part + (1 if i < left else 0) for i in range(n)]
 
 
-def split_gpu(lc: Mapping[str, float], bes: Sequence[str], min_lc_bp: int = 100) -> ShareSplit:
-    """The split of one GPU: LC services at the ``lc`` fractions wanted, BE jobs the rest."""
+def split_gpu(
+    lc: Mapping[str, float],
+    bes: Sequence[str],
+    min_lc_bp: int = 100,
+    capacity_bp: int = SHARE_FULL_BP,
+) -> ShareSplit:
+    """The split of one GPU: LC services at the ``lc`` fractions wanted, BE jobs the rest.
+
+    ``capacity_bp``: what the split may hand out, basis points (the whole GPU less the
+    shares of containers the loop does not adjust, :attr:`GpuObservations.reserved_bp`)."""
+    capacity = max(0, min(capacity_bp, SHARE_FULL_BP))
     lc_bp = {name: max(share_bp(min(1.0, f)), min_lc_bp) for name, f in lc.items()}
     total = sum(lc_bp.values())
-    if total > SHARE_FULL_BP:
-        lc_bp = _fit(lc_bp, min_lc_bp)
-        total = SHARE_FULL_BP
-    parts = equal_parts(SHARE_FULL_BP - total, len(bes))
+    if total > capacity and lc_bp:
+        lc_bp = _fit(lc_bp, min_lc_bp, capacity)
+        total = sum(lc_bp.values())
+    parts = equal_parts(max(capacity - total, 0), len(bes))
     return ShareSplit(lc_bp, dict(zip(bes, parts, strict=True)))
 
 
-def _fit(wanted: dict[str, int], min_lc_bp: int) -> dict[str, int]:
-    """``wanted`` scaled to exactly the whole GPU, in proportion.
+def _fit(wanted: dict[str, int], min_lc_bp: int, capacity: int = SHARE_FULL_BP) -> dict[str, int]:
+    """``wanted`` scaled to exactly ``capacity``, in proportion.
 
-    A share that would fall under the floor (``min_lc_bp``, or an equal part of the GPU
-    when that is smaller) is held at the floor, and the others share what is left.
+    A share that would fall under the floor (``min_lc_bp``, or an equal part of the
+    capacity when that is smaller) is held at the floor, and the others share what is left.
     """
-    floor = min(min_lc_bp, SHARE_FULL_BP // len(wanted))
+    floor = min(min_lc_bp, capacity // len(wanted))
     held: set[str] = set()
     while True:
         free = {k: v for k, v in wanted.items() if k not in held}
-        parts = apportion(free, SHARE_FULL_BP - floor * len(held))
+        parts = apportion(free, capacity - floor * len(held))
         low = {k for k, v in parts.items() if v < floor}
         if not low:
             return {k: parts.get(k, floor) for k in wanted}

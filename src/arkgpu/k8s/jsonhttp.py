@@ -166,7 +166,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         length = self.headers.get("Content-Length")
         if self.headers.get("Transfer-Encoding") or length is None:
             raise RequestError(HTTPStatus.LENGTH_REQUIRED, "a Content-Length header is required")
-        if not length.isdigit():
+        if not (length.isascii() and length.isdigit()):
             raise RequestError(HTTPStatus.BAD_REQUEST, f"bad Content-Length {length[:40]!r}")
         limit = self.server.app.config.max_body_bytes
         if int(length) > limit:

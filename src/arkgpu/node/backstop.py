@@ -128,7 +128,7 @@ class Backstop:
         return out
 
     def _act(self, c: Container, pids: dict[int, int], what: str) -> None:
-        reason = f"{c.name}: GPU {c.spec.gpu}: {what}"
+        reason = f"{c.spec.label}: GPU {c.spec.gpu}: {what}"
         print(f"arkgpu node: backstop ({self.action}): {reason}", file=sys.stderr, flush=True)
         if self.action == "kill":
             for pid in pids:

@@ -1,9 +1,9 @@
 """``arkgpu node bench``: what one control tick costs, and the runtime's CPU use.
 
 In-process, on regions in a temporary folder: ``gpus`` GPUs with
-``per_gpu`` containers each (half LC, half BE), no container processes (the
-usage files are read, no latency samples are in them, so the LC p99 is
-unknown and the feedback drains). Figures:
+``per_gpu`` containers each (half LC, half BE), each with the bench's own process
+attached in its usage file (the runtime adjusts only containers with a live process;
+no latency samples are in them, so the LC p99 is unknown and the feedback drains). Figures:
 
 * ``tick_median_ms``, ``tick_p99_ms``: wall time of :meth:`NodeRuntime.tick`
   over ``ticks`` ticks after the rebuild period (reads, decisions, writes).
@@ -40,6 +40,7 @@ from arkgpu.colocation.deciding import ControlConfig, NodeController
 from arkgpu.colocation.sizing import ShareSizer
 from arkgpu.limiter import layout
 from arkgpu.limiter.region import USAGE_FILE, Limits, create_region
+from arkgpu.limiter.untrusted import start_ticks
 from arkgpu.node.config import NodeConfig
 from arkgpu.node.pods import PodSpec, write_pod
 from arkgpu.node.runtime import NodeRuntime
@@ -101,6 +102,20 @@ def _regions(root: Path, c: NodeBenchConfig) -> None:
             else:
                 spec = PodSpec(name, "be", gpu, "vgg16", 2048)
             write_pod(region, spec)
+            attach(region / USAGE_FILE, os.getpid())
+
+
+def attach(usage: Path, pid: int) -> None:
+    """Mark ``pid`` attached in a usage file's first process slot, as the library does when
+    a process of the container starts (the runtime adjusts only containers with one)."""
+    slot = layout.UsageStruct.procs.offset
+    fd = os.open(usage, os.O_RDWR)
+    try:
+        os.pwrite(fd, struct.pack("<i", pid), slot + layout.ProcStruct.pid.offset)
+        ticks = struct.pack("<Q", start_ticks(pid))
+        os.pwrite(fd, ticks, slot + layout.ProcStruct.start_ticks.offset)
+    finally:
+        os.close(fd)
 
 
 def _runtime(root: Path, c: NodeBenchConfig) -> NodeRuntime:

@@ -57,7 +57,7 @@ class CalibrationLog:
                 continue
             self.reported[name] = value
             lines.append(
-                f"arkgpu node: calibration: {name} ({spec.model}, GPU {spec.gpu}) "
+                f"arkgpu node: calibration: {spec.label} ({spec.model}, GPU {spec.gpu}) "
                 f"{old:.2f} -> {value:.2f}"
             )
         gone = [n for n in self.reported if n not in specs]

@@ -227,7 +227,7 @@ def _run(c: DemoConfig, work: Path, progress: Callable[[str], None]) -> DemoRun:
         be_out, _ = be.communicate(timeout=60)
         demo.stop()
     out.be_iterations = _iterations(be_out)
-    out.latencies = _latencies(log)
+    out.latencies = latencies(log)
     progress("done")
     return out
 
@@ -264,7 +264,7 @@ def _iterations(text: str) -> int:
         return 0
 
 
-def _latencies(log: Path) -> list[tuple[float, float]]:
+def latencies(log: Path) -> list[tuple[float, float]]:
     if not log.exists():
         return []
     rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]

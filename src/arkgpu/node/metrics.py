@@ -62,7 +62,7 @@ class RuntimeCollector:
             ),
         ):
             yield CounterMetricFamily(name, text, value=value)
-        labels = ["container", "gpu", "kind"]
+        labels = ["container", "gpu", "kind", "region"]
         fams = {
             "share": GaugeMetricFamily(
                 "arkgpu_container_share_ratio", "Compute share given (0..1).", labels=labels
@@ -101,7 +101,8 @@ class RuntimeCollector:
         }
         corrections = rt.controller.corrections() if rt.calibration is not None else None
         for c in list(rt.containers.values()):
-            _container_samples(fams, c, [c.name, str(c.spec.gpu), c.spec.kind], corrections)
+            labels_of = [c.spec.label, str(c.spec.gpu), c.spec.kind, c.name]
+            _container_samples(fams, c, labels_of, corrections)
         yield from fams.values()
         if self.gpu_handles:
             yield from _gpu_families(self.gpu_handles, GaugeMetricFamily)

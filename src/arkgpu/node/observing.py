@@ -71,13 +71,14 @@ class Container:
         return self.spec.name
 
     def active(self) -> bool:
-        """Whether it counts this period: a live process, or none started yet.
+        """Whether it counts this period: a live process of it is attached.
 
-        A container whose processes all died holds no slot: its share goes to
-        the others until a process of it runs again.
+        A container none of whose processes has started, or whose processes all died,
+        holds no slot: the runtime writes nothing for it, and its share goes to the
+        others until a process of it runs.
         """
         u = self.usage
-        return u is None or not u.processes or any(p.alive for p in u.processes)
+        return u is not None and any(p.alive for p in u.processes)
 
 
 def refresh(container: Container) -> None:

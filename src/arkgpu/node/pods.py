@@ -3,7 +3,10 @@
 Whoever creates the region (the device plugin, the DRA driver, the demo)
 writes ``pod.json`` beside ``limits`` and ``usage``; the runtime adopts a
 container once all three are there. Fields: ``kind`` ("lc" or "be"), ``gpu``
-(index on the node), ``model``, ``memory_mib`` (cap, optional); for LC
+(index on the node), ``model``, ``memory_mib`` (cap, optional), ``elastic`` (optional,
+default true: false keeps the share the device plugin wrote), ``gpus`` (optional: every
+GPU index of the container), ``namespace``, ``pod`` and ``container`` (optional: the
+Kubernetes names of the container, shown in metrics and logs); for LC
 ``target_ms``, ``peak_rps``, ``max_batch``, ``max_queue_delay_ms``; for BE
 ``batch``.
 """
@@ -43,6 +46,27 @@ class PodSpec:
     """LC: its batcher's queue delay, ms."""
     batch: int = 32
     """BE: training batch."""
+    gpus: tuple[int, ...] = ()
+    """Every GPU index of the container (field ``gpus``, optional: just ``gpu``). The
+    runtime adjusts the container on ``gpu``; on the others its share is held as it is."""
+    elastic: bool = True
+    """False for a pod that named no ArkGPU class (written for HAMi): its share is a cap
+    it keeps, so the runtime never rewrites its limits and splits only the rest of its
+    GPU among the others (field ``elastic``, default true)."""
+    namespace: str = ""
+    """The pod's namespace (field ``namespace``, optional)."""
+    pod: str = ""
+    """The pod's name (field ``pod``, optional)."""
+    container: str = ""
+    """The container's name in its pod (field ``container``, optional)."""
+
+    @property
+    def label(self) -> str:
+        """How metrics and logs name the container: ``namespace/pod/container`` when
+        ``pod.json`` says so, else its region folder's name."""
+        if self.namespace and self.pod and self.container:
+            return f"{self.namespace}/{self.pod}/{self.container}"
+        return self.name
 
     @property
     def is_lc(self) -> bool:
@@ -67,10 +91,21 @@ def parse_pod(name: str, raw: object, where: str) -> PodSpec:
     memory = raw.get("memory_mib")
     if memory is not None:
         memory = _need(raw, "memory_mib", int, where)
+    gpus = raw.get("gpus", [])
+    if not isinstance(gpus, list) or not all(
+        isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in gpus
+    ):
+        raise ValueError(f"{where}: field gpus: expected a list of GPU indices, got {gpus!r}")
+    elastic = raw.get("elastic", True)
+    if not isinstance(elastic, bool):
+        raise ValueError(f"{where}: field elastic: expected true or false, got {elastic!r}")
     common: dict[str, Any] = {
+        **_names(raw, where),
         "gpu": _need(raw, "gpu", int, where),
         "model": _need(raw, "model", str, where),
         "memory_mib": memory,
+        "elastic": elastic,
+        "gpus": tuple(gpus),
     }
     if kind == "be":
         return PodSpec(name, kind, batch=int(raw.get("batch", 32)), **common)
@@ -83,6 +118,17 @@ def parse_pod(name: str, raw: object, where: str) -> PodSpec:
         max_queue_delay_ms=float(raw.get("max_queue_delay_ms", 2.0)),
         **common,
     )
+
+
+def _names(raw: dict[str, Any], where: str) -> dict[str, str]:
+    """The optional ``namespace``, ``pod`` and ``container`` fields (strings)."""
+    found = {}
+    for key in ("namespace", "pod", "container"):
+        value = raw.get(key, "")
+        if not isinstance(value, str):
+            raise ValueError(f"{where}: field {key}: expected a string, got {value!r}")
+        found[key] = value
+    return found
 
 
 def read_pod(region: Path) -> PodSpec:

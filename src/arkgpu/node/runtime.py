@@ -99,7 +99,7 @@ class NodeRuntime:
         """First scan: adopt what the regions hold and rebuild state from them."""
         self.config.regions_dir.mkdir(parents=True, exist_ok=True)
         self.scan()
-        self._seeding = {c.spec.gpu for c in self.containers.values()}
+        self._seeding = {c.spec.gpu for c in self.containers.values() if c.spec.elastic}
         if self.calibration is not None:
             published = read_published(self.calibration.path)
             for c in self.containers.values():
@@ -156,15 +156,20 @@ class NodeRuntime:
             if self.backstop is not None:
                 self.backstop.check(list(self.containers.values()))
         by_gpu: dict[int, list[Container]] = {}
+        reserved: dict[int, int] = {}
         for c in self.containers.values():
-            by_gpu.setdefault(c.spec.gpu, []).append(c)
+            if c.spec.elastic:
+                by_gpu.setdefault(c.spec.gpu, []).append(c)
+            for gpu in c.spec.gpus or (c.spec.gpu,):
+                if not c.spec.elastic or gpu != c.spec.gpu:  # held: the others split the rest
+                    reserved[gpu] = reserved.get(gpu, 0) + c.limits.share_bp
         for gpu in sorted(by_gpu):
-            self._tick_gpu(gpu, by_gpu[gpu], period)
+            self._tick_gpu(gpu, by_gpu[gpu], period, reserved.get(gpu, 0))
         if self.calibration is not None:
             specs = {name: c.spec for name, c in self.containers.items()}
             self.calibration.note(self.controller.corrections(), specs)
 
-    def _tick_gpu(self, gpu: int, mine: list[Container], period: float) -> None:
+    def _tick_gpu(self, gpu: int, mine: list[Container], period: float, reserved: int) -> None:
         for c in mine:
             refresh(c)
         live = [c for c in mine if c.active()]
@@ -174,6 +179,7 @@ class NodeRuntime:
             tuple(o for o in seen.values() if isinstance(o, LcObservation)),
             tuple(o for o in seen.values() if isinstance(o, BeObservation)),
             period,
+            reserved,
         )
         if gpu in self._seeding:
             self._seeding.discard(gpu)

@@ -153,7 +153,8 @@ def _unfit_words(
         return f"node {name} has {memory} memory (MiB) left, the pod asks for {pod.memory_mib}"
     if not allowed:
         model = state.nodes[node].gpu_model or "no GPU"
-        return f"node {name} has {model}, the pod's gpu_spec admits {sorted(pod.gpu_spec)}"
+        admitted = ", ".join(sorted(pod.gpu_spec))
+        return f"node {name} has GPU model {model}; the pod's GPU models are {admitted}"
     memory_asked = f" and {pod.gpu_memory_mib} MiB of GPU memory" if pod.gpu_memory_mib else ""
     return (
         f"node {name} has {room} GPUs with {pod.gpu_milli} milli-GPU{memory_asked} left, "

@@ -112,7 +112,7 @@ def with_cpu_pods(default: Sequence[Row], delta: Path) -> list[Row]:
     placed: dict[int, Row] = {}
     for line, change in changes:
         text = change["row"].strip()
-        if not text.isdigit() or int(text) >= total:
+        if not (text.isascii() and text.isdigit()) or int(text) >= total:
             raise TraceFormatError(delta, line, "row", f"{text!r} is not a row in 0..{total - 1}")
         if int(text) in placed:
             raise TraceFormatError(delta, line, "row", f"row {text} given twice")

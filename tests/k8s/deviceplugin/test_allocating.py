@@ -108,10 +108,10 @@ def test_lc_pod_needs_a_latency_target_and_positive_numbers() -> None:
         AllocationError,
         match=f"pod ns/svc: qos lc needs annotation {contract.ANNOTATION_LATENCY_TARGET_MS}",
     ):
-        allocating.pod_description(pod, assignment, 0, 0)
+        allocating.pod_description(pod, assignment, [0], 0, "c")
     pod = PodInfo("ns", "svc", "u", NODE, "1", {contract.ANNOTATION_LATENCY_TARGET_MS: "-3"})
     with pytest.raises(AllocationError, match="expected a positive number, got '-3'"):
-        allocating.pod_description(pod, assignment, 0, 0)
+        allocating.pod_description(pod, assignment, [0], 0, "c")
 
 
 def test_check_devices_refuses_devices_not_advertised_or_unhealthy() -> None:
@@ -151,3 +151,71 @@ def test_preferred_takes_must_include_then_one_device_per_assigned_gpu() -> None
     assert devices.preferred(available, ["GPU-a::1"], 2, ["GPU-b"]) == ["GPU-a::1", "GPU-b::0"]
     assert devices.preferred(available, [], 3, []) == available[:3]
     assert devices.preferred(available, [], 1, ["GPU-z"]) == ["GPU-a::0"]
+
+
+def test_check_selection_refuses_gpus_the_pods_selection_excludes() -> None:
+    """nvidia.com/use-gpuuuid, nouse-gpuuuid and the type filters hold for the GPUs the
+    kubelet allocated too (checked at PreStartContainer, where the pod is known)."""
+    here = [InventoryGpu(0, "GPU-0", "NVIDIA A10", 1), InventoryGpu(1, "GPU-1", "NVIDIA A10", 1)]
+    for notes, reason in (
+        ({"nvidia.com/use-gpuuuid": "GPU-1"}, "GPU GPU-0 is not named in annotation"),
+        ({"nvidia.com/nouse-gpuuuid": "GPU-2, GPU-0"}, "GPU GPU-0 is excluded by annotation"),
+        ({contract.ANNOTATION_USE_GPUTYPE: "H100"}, "GPU model NVIDIA A10 is not in annotation"),
+        ({contract.ANNOTATION_NOUSE_GPUTYPE: "a10"}, "GPU model NVIDIA A10 is excluded"),
+    ):
+        pod = PodInfo("ns", "p", "u", NODE, "1", notes)
+        with pytest.raises(AllocationError, match=f"pod ns/p: {reason}"):
+            allocating.check_selection(pod, here, ["GPU-0"])
+    pod = PodInfo("ns", "p", "u", NODE, "1", {"nvidia.com/use-gpuuuid": "GPU-1,GPU-0"})
+    allocating.check_selection(pod, here, ["GPU-0", "GPU-1"])
+    pod = PodInfo("ns", "p", "u", NODE, "1", {"nvidia.com/use-gpuuuid": "GPU-1"})
+    with pytest.raises(AllocationError, match="pod ns/p: GPU GPU-0 is not named"):
+        allocating.check_selection(pod, here, ["GPU-1", "GPU-0"])
+
+
+def test_memory_without_cores_is_not_capped_in_compute() -> None:
+    """A container that gave gpumem and no gpucores runs uncapped (HAMi); with gpucores, or
+    a whole GPU, it keeps its share; a pod without a class is not elastic."""
+    assignment = PodAssignment(NODE, (_gpu(0, 2700, 3000),))
+    for limits, capped in (
+        ({contract.RESOURCE_GPU: "1", contract.RESOURCE_GPUMEM: "3000"}, False),
+        ({contract.RESOURCE_GPU: "1", contract.RESOURCE_GPUMEM_PERCENTAGE: "27"}, False),
+        ({contract.RESOURCE_GPU: "1", contract.RESOURCE_GPUCORES: "27"}, True),
+        ({contract.RESOURCE_GPU: "1"}, True),
+    ):
+        pod = PodInfo("ns", "p", "u", NODE, "1", {}, (("c", limits),))
+        _, asked = allocating.container_of(pod, "c", init=False)
+        limits_now = allocating.limits_for(assignment, ["GPU-0"], allocating.cores_asked(asked))
+        assert limits_now.share_bp == (2700 if capped else 10_000), limits
+        assert limits_now.memory_bytes == (3000 << 20,)
+        assert allocating.pod_description(pod, assignment, [0], 3000, "c")["elastic"] is False
+    classed = PodInfo("ns", "p", "u", NODE, "1", {contract.ANNOTATION_QOS: "be"})
+    assert allocating.pod_description(classed, assignment, [0], 3000, "c")["elastic"] is True
+
+
+def test_an_init_containers_devices_take_its_own_limits_and_name() -> None:
+    """Devices that are only part of the app container's are a GPU init container's: its
+    name and its own resources decide (memory only: no compute cap)."""
+    app = {contract.RESOURCE_GPU: "2", contract.RESOURCE_GPUCORES: "30"}
+    setup = {contract.RESOURCE_GPU: "1", contract.RESOURCE_GPUMEM: "1000"}
+    pod = PodInfo(
+        "ns", "p", "u", NODE, "1", {}, (("main", app),),
+        init_containers=(("plain", {}), ("setup", setup)),
+    )  # fmt: skip
+    assert allocating.container_of(pod, "main", init=False) == ("main", app)
+    name, asked = allocating.container_of(pod, "main", init=True)
+    assert (name, allocating.cores_asked(asked)) == ("setup", False)
+    assert allocating.cores_asked(app)
+    # a sidecar (restartable init container) holding its own devices is listed as itself
+    assert allocating.container_of(pod, "setup", init=False) == ("setup", setup)
+
+
+def test_pod_json_names_the_container_and_every_allocated_gpu() -> None:
+    """gpu is the first allocated GPU's node index, gpus all of them; the names are the
+    pod's and the container's."""
+    assignment = PodAssignment(NODE, (_gpu(0), _gpu(1)))
+    pod = PodInfo("team", "train", "u-1", NODE, "1", {})
+    body = allocating.pod_description(pod, assignment, [3, 1], 1024, "main")
+    assert (body["gpu"], body["gpus"], body["memory_mib"]) == (3, [3, 1], 1024)
+    assert (body["namespace"], body["pod"], body["container"]) == ("team", "train", "main")
+    assert body[allocating.OWNER_KEY] == "u-1"

@@ -331,7 +331,8 @@ def test_pod_json_matches_node_runtime_format(tmp_path: Path) -> None:
         contract.ANNOTATION_MAX_BATCH: "16",
     }
     pod = PodInfo("ns", "p", "u", NODE, "2026", notes)
-    (tmp_path / "pod.json").write_text(json.dumps(pod_description(pod, assignment, 0, 0)))
+    description = pod_description(pod, assignment, [0, 2], 0, "main")
+    (tmp_path / "pod.json").write_text(json.dumps(description))
     spec = read_pod(tmp_path)
     assert (spec.kind, spec.model, spec.target_ms, spec.peak_rps, spec.max_batch) == (
         "lc",
@@ -341,3 +342,9 @@ def test_pod_json_matches_node_runtime_format(tmp_path: Path) -> None:
         16,
     )
     assert spec.memory_mib is None
+    assert (spec.gpu, spec.gpus, spec.elastic) == (0, (0, 2), False)  # no arkgpu.io/qos
+    assert spec.label == "ns/p/main"
+    classed = PodInfo("ns", "p", "u", NODE, "2026", {**notes, contract.ANNOTATION_QOS: "lc"})
+    description = pod_description(classed, assignment, [1], 0, "main")
+    (tmp_path / "pod.json").write_text(json.dumps(description))
+    assert read_pod(tmp_path).elastic is True

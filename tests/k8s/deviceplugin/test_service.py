@@ -267,3 +267,83 @@ def test_unhealthy_or_unknown_devices_are_refused_readably(running: Running) -> 
             running.kubelet.latest().stub.Allocate(request, timeout=30)
         assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert reason in refused.value.details()
+
+
+def _hami_pod(name: str, notes: dict[str, str], limits: dict[str, str]) -> PodInfo:
+    """A pod on GPU 0 (30 percent, 1024 MiB) with ``notes`` beside its assignment."""
+    gpu = AssignedGpu(0, "GPU-assumed-0", 1024, 3000)
+    notes = {contract.ANNOTATION_ASSIGNMENT: PodAssignment(NODE, (gpu,)).to_json(), **notes}
+    return PodInfo("ns", name, f"u-{name}", NODE, "1", notes, (("c", limits),))
+
+
+def test_prestart_refuses_a_gpu_the_pods_selection_excludes(running: Running) -> None:
+    """The kubelet gave the pod a GPU its nvidia.com/nouse-gpuuuid excludes (its assignment
+    names that GPU): the container does not start, the kubelet reads why, the region stays
+    closed and names no pod."""
+    excluded = {"nvidia.com/nouse-gpuuuid": "GPU-assumed-0"}
+    running.api.pods.append(_hami_pod("p", excluded, {contract.RESOURCE_GPU: "1"}))
+    _started(running)
+    spec = _spec("p")
+    devices = running.kubelet.admit_pod(spec)["c"]
+    assert devices[0].startswith("GPU-assumed-0::")
+    with pytest.raises(grpc.RpcError) as refused:
+        running.kubelet.start_container(spec, "c")
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert refused.value.details() == (
+        "arkgpu device plugin: pod ns/p: GPU GPU-assumed-0 is excluded by annotation "
+        "nvidia.com/nouse-gpuuuid"
+    )
+    assert read_limits(running.region(devices)).share_bp == 0
+    assert not (running.region(devices) / "pod.json").exists()
+
+
+def test_prestart_gives_hami_pods_their_semantics_and_names(running: Running) -> None:
+    """Memory without gpucores: no compute cap; no ArkGPU class: not elastic; a class and
+    gpucores: the share is kept and the pod is elastic. pod.json names the container."""
+    memory_only = {contract.RESOURCE_GPU: "1", contract.RESOURCE_GPUMEM: "1024"}
+    cores = {contract.RESOURCE_GPU: "1", contract.RESOURCE_GPUCORES: "30"}
+    running.api.pods += [
+        _hami_pod("hami", {}, memory_only),
+        _hami_pod("classed", {contract.ANNOTATION_QOS: "be"}, cores),
+    ]
+    _started(running)
+    found = {}
+    for name in ("hami", "classed"):
+        spec = _spec(name)
+        region = running.region(running.kubelet.admit_pod(spec)["c"])
+        running.kubelet.start_container(spec, "c")
+        found[name] = (read_limits(region), json.loads((region / "pod.json").read_text()))
+    limits, body = found["hami"]
+    assert (limits.share_bp, limits.memory_bytes) == (10_000, (1024 * MIB,))
+    assert (body["elastic"], body["gpu"], body["gpus"]) == (False, 0, [0])
+    assert (body["namespace"], body["pod"], body["container"]) == ("ns", "hami", "c")
+    limits, body = found["classed"]
+    assert (limits.share_bp, body["elastic"]) == (3000, True)
+
+
+def test_an_init_container_with_fewer_devices_gets_its_own_region_and_name(
+    running: Running,
+) -> None:
+    """A one-GPU init container (memory only) before a two-GPU app container: its region
+    names it and is not capped in compute; the app container's holds the pod's share."""
+    gpus = (
+        AssignedGpu(0, "GPU-assumed-0", 1024, 4000),
+        AssignedGpu(1, "GPU-assumed-1", 2048, 4000),
+    )
+    notes = {contract.ANNOTATION_ASSIGNMENT: PodAssignment(NODE, gpus).to_json()}
+    app = {contract.RESOURCE_GPU: "2", contract.RESOURCE_GPUCORES: "40"}
+    setup = {contract.RESOURCE_GPU: "1", contract.RESOURCE_GPUMEM: "1024"}
+    running.api.pods.append(
+        PodInfo("ns", "p", "u-p", NODE, "1", notes, (("c", app),), (("setup", setup),))
+    )
+    _started(running)
+    spec = PodSpec("ns", "p", (("c", 2),), (("setup", 1),))
+    got = running.kubelet.admit_pod(spec)
+    assert set(got["setup"]) < set(got["c"])
+    for container in ("setup", "c"):
+        running.kubelet.start_container(spec, container)
+    init, main = running.region(got["setup"]), running.region(got["c"])
+    assert json.loads((init / "pod.json").read_text())["container"] == "setup"
+    assert read_limits(init).share_bp == 10_000
+    assert json.loads((main / "pod.json").read_text())["container"] == "c"
+    assert read_limits(main).share_bp == 4000

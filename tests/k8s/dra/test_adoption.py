@@ -60,7 +60,7 @@ def test_the_node_runtime_adopts_the_prepared_lc_container_with_its_cap(
         env=env,
     )
     try:
-        labels = 'container="dra-uid-1-gpu",gpu="0",kind="lc"'
+        labels = 'container="dra-uid-1-gpu",gpu="0",kind="lc",region="dra-uid-1-gpu"'
         text = _metrics(port, runtime, f"arkgpu_container_memory_cap_bytes{{{labels}}}", 60)
     finally:
         runtime.terminate()

@@ -10,7 +10,7 @@ import pytest
 from arkgpu.k8s.cluster.objects import quantity, read_node, read_pod
 from arkgpu.k8s.contract import ContractError, GpuRequest
 from arkgpu.k8s.extender.config import ExtenderConfig, load_config
-from arkgpu.k8s.extender.requests import NO_MODEL, model_pod, shares
+from arkgpu.k8s.extender.requests import NO_MODEL, gpu_spec, model_pod, shares
 from arkgpu.model.resources import LcAttributes
 
 from .helpers import MEMORY, node, pod
@@ -59,12 +59,14 @@ def test_model_pod_of_a_share_and_of_whole_gpus() -> None:
     assert (share.num_gpu, share.gpu_milli, share.gpu_memory_mib) == (1, 300, 8192)
     whole = model_pod(read_pod(pod("w", {"nvidia.com/gpu": "4"})), MEMORY, 0, [])
     assert (whole.num_gpu, whole.gpu_milli, whole.gpu_memory_mib) == (4, 1000, 0)
+    limits = {"nvidia.com/gpu": "2", "nvidia.com/gpucores": "30", "nvidia.com/gpumem": "1000"}
+    parts = model_pod(read_pod(pod("p", limits)), MEMORY, 0, [])  # as HAMi: a part of each
+    assert (parts.num_gpu, parts.gpu_milli, parts.gpu_memory_mib) == (2, 300, 1000)
 
 
 @pytest.mark.parametrize(
     ("limits", "annotations", "reason"),
     [
-        ({"nvidia.com/gpu": "2", "nvidia.com/gpucores": "50"}, {}, "shares single GPUs only"),
         ({"nvidia.com/gpu": "1", "nvidia.com/gpucores": "150"}, {}, "must be 1..100"),
         ({"nvidia.com/gpucores": "20"}, {}, "required with GPU memory or cores"),
         ({"nvidia.com/gpu": "1"}, {"arkgpu.io/qos": "gold"}, "expected one of lc, be"),
@@ -104,7 +106,16 @@ def test_gpu_type_filters_become_gpu_spec() -> None:
     nouse = read_pod(pod("n", annotations={"nvidia.com/nouse-gputype": "T4"}))
     assert model_pod(nouse, MEMORY, 0, models).gpu_spec == {models[0], models[1]}
     none = read_pod(pod("x", annotations={"nvidia.com/use-gputype": "V100"}))
-    assert model_pod(none, MEMORY, 0, models).gpu_spec == {NO_MODEL}
+    with pytest.raises(ContractError) as caught:  # a reason no node changes: say it once
+        model_pod(none, MEMORY, 0, models)
+    assert str(caught.value) == (
+        "pod team-a/x: no GPU model of the cluster matches the pod's type annotations "
+        "(nvidia.com/use-gputype is 'V100'); the models here: NVIDIA A100-SXM4-80GB, "
+        "NVIDIA H200, Tesla T4"
+    )
+    assert gpu_spec(none, models) == {NO_MODEL}
+    cased = read_pod(pod("c", annotations={"nvidia.com/use-gputype": "h200, tesla"}))
+    assert model_pod(cased, MEMORY, 0, models).gpu_spec == {models[1], models[2]}  # as HAMi
 
 
 def test_unhealthy_and_mig_gpus_are_not_offered() -> None:

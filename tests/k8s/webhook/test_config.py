@@ -45,7 +45,7 @@ def test_defaults_and_every_field(tmp_path: Path) -> None:
         "0.0.0.0",
         "arkgpu-scheduler",
     )
-    assert plain.defaults == AdmissionDefaults("be", None, None, None)
+    assert plain.defaults == AdmissionDefaults(None, None, None, None)
     assert plain.limits == AdmissionLimits(16, None)
 
 

@@ -21,18 +21,21 @@ def _mutated(obj: dict[str, Any], defaults: AdmissionDefaults | None = None) -> 
     return apply_patch(obj, decoded_patch(answer))
 
 
-def test_hami_pod_goes_to_arkgpu_scheduler_as_best_effort() -> None:
-    """A pod with HAMi's resources: schedulerName arkgpu-scheduler, qos be; resources untouched."""
+def test_hami_pod_goes_to_arkgpu_scheduler_without_a_class() -> None:
+    """A pod with HAMi's resources: schedulerName arkgpu-scheduler; no class written (it keeps
+    HAMi's meaning of gpucores); resources untouched. A configured qos default is written."""
     before = pod(container(gpu="1", gpumem="4096", gpucores="30"))
     after = _mutated(before)
     assert after["spec"]["schedulerName"] == contract.SCHEDULER_NAME
-    assert after["metadata"]["annotations"] == {contract.ANNOTATION_QOS: "be"}
+    assert "annotations" not in after["metadata"]
     assert after["spec"]["containers"] == before["spec"]["containers"]
+    opted = _mutated(before, AdmissionDefaults(qos="be"))
+    assert opted["metadata"]["annotations"] == {contract.ANNOTATION_QOS: "be"}
 
 
 def test_message_says_what_was_set() -> None:
     """status.message lists every change, for a person reading the audit log."""
-    answer = admission().mutate(review(pod(container(gpu="1"))))
+    answer = admission(AdmissionDefaults(qos="be")).mutate(review(pod(container(gpu="1"))))
     message = answer["response"]["status"]["message"]
     assert "schedulerName arkgpu-scheduler" in message
     assert "arkgpu.io/qos=be" in message
@@ -49,7 +52,7 @@ def test_pod_without_gpu_is_unchanged() -> None:
 
 def test_other_scheduler_is_kept() -> None:
     """A pod that names a non-default scheduler keeps it; the qos default still applies."""
-    after = _mutated(pod(container(gpu="1"), scheduler="volcano"))
+    after = _mutated(pod(container(gpu="1"), scheduler="volcano"), AdmissionDefaults(qos="be"))
     assert after["spec"]["schedulerName"] == "volcano"
     assert after["metadata"]["annotations"][contract.ANNOTATION_QOS] == "be"
 
@@ -57,9 +60,10 @@ def test_other_scheduler_is_kept() -> None:
 def test_existing_qos_and_annotations_are_kept() -> None:
     """An LC pod keeps its class; other annotations stay; the key is added to the existing map."""
     notes = {contract.ANNOTATION_QOS: "lc", "team": "vision"}
-    after = _mutated(pod(container(gpu="1"), annotations=notes))
+    be = AdmissionDefaults(qos="be")
+    after = _mutated(pod(container(gpu="1"), annotations=notes), be)
     assert after["metadata"]["annotations"] == notes
-    added = _mutated(pod(container(gpu="1"), annotations={"team": "vision"}))
+    added = _mutated(pod(container(gpu="1"), annotations={"team": "vision"}), be)
     assert added["metadata"]["annotations"] == {"team": "vision", contract.ANNOTATION_QOS: "be"}
 
 
@@ -111,7 +115,7 @@ def test_percentage_default_and_no_requests_map() -> None:
 def test_whole_gpu_default_adds_no_resource() -> None:
     """Without configured gpucores/gpumem defaults a GPU container's resources stay as given."""
     ops = decoded_patch(admission().mutate(review(pod(container(gpu="1")))))
-    assert {op["path"] for op in ops} == {"/spec/schedulerName", "/metadata/annotations"}
+    assert {op["path"] for op in ops} == {"/spec/schedulerName"}
 
 
 def test_malformed_request_is_left_to_validation() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from arkgpu.k8s.jsonhttp import RequestError
@@ -202,12 +202,19 @@ def test_any_json_body_is_refused_cleanly(body: Any) -> None:
                 "arkgpu.io/max-batch",
                 "arkgpu.io/peak-rps",
                 "arkgpu.io/assignment",
+                "nvidia.com/vgpu-mode",
+                "nvidia.com/numa-bind",
+                "nvidia.com/use-gpuuuid",
+                "hami.io/gpu-scheduler-policy",
             ]
         ),
         st.text(max_size=12),
         max_size=4,
     ),
 )
+@example({}, {"arkgpu.io/max-batch": "\u00b2"})  # superscript two: isdigit but not int()
+@example({"nvidia.com/priority": "\u00b2", "nvidia.com/mig-1g.5gb": "1"}, {})
+@example({"nvidia.com/gpu": "\u0663"}, {"arkgpu.io/peak-rps": "\u0661\u0662"})
 def test_fuzzed_pod_gets_a_verdict(limits: dict[str, str], notes: dict[str, str]) -> None:
     """Any limits and annotations of string values: both webhooks answer (no 4xx, no crash);
     a refusal's message is one line."""

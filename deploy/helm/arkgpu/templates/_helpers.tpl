@@ -210,6 +210,7 @@ or arkgpu.io/allocated (which the validating webhook refuses on new pods).
 {{- define "arkgpu.webhookCondition" -}}
 {{- $names := list -}}
 {{- range splitList "\n" (include "arkgpu.managedResources" .) }}{{ $names = append $names (printf "'%s'" .) }}{{ end -}}
-{{- $uses := printf "[%s].exists(r, has(c.resources) && ((has(c.resources.limits) && r in c.resources.limits) || (has(c.resources.requests) && r in c.resources.requests)))" (join ", " $names) -}}
+{{- $hami := "(has(c.resources.limits) && c.resources.limits.exists(k, k.startsWith('nvidia.com/mig-') || k == 'nvidia.com/priority'))" -}}
+{{- $uses := printf "([%s].exists(r, has(c.resources) && ((has(c.resources.limits) && r in c.resources.limits) || (has(c.resources.requests) && r in c.resources.requests))) || (has(c.resources) && %s))" (join ", " $names) $hami -}}
 object.spec.containers.exists(c, {{ $uses }}) || (has(object.spec.initContainers) && object.spec.initContainers.exists(c, {{ $uses }})) || (has(object.metadata.annotations) && ('arkgpu.io/assignment' in object.metadata.annotations || 'arkgpu.io/allocated' in object.metadata.annotations))
 {{- end }}

@@ -6,7 +6,10 @@ is decided there: the region is named after the allocated device IDs
 an init container's devices to the app container that reuses them) and gets
 closed limits. At PreStartContainer the kubelet's PodResources API names the pod
 and container holding those devices (:func:`holding_pods`); that pod's
-assignment sets the region's limits. Only GetPreferredAllocation still has to
+assignment sets the region's limits, and what only the pod knows is checked
+there: HAMi's selection annotations (:func:`check_selection`) and whether the
+container asked for ``nvidia.com/gpucores`` (:func:`cores_asked`: without it,
+compute is not capped, as in HAMi). Only GetPreferredAllocation still has to
 infer the pod being admitted (:func:`waiting_pods`): a wrong guess costs a GPU
 choice, never another pod's limits.
 """
@@ -17,11 +20,12 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from arkgpu.k8s import contract
+from arkgpu.k8s import contract, selection
 from arkgpu.k8s.contract import AssignedGpu, ContractError, InventoryGpu, PodAssignment
 from arkgpu.k8s.deviceplugin.apiserver import PodInfo
 from arkgpu.k8s.deviceplugin.devices import gpu_of
 from arkgpu.k8s.deviceplugin.podresources import Holder
+from arkgpu.limiter.layout import SHARE_FULL
 from arkgpu.limiter.region import Limits
 
 MIB = 1 << 20
@@ -67,6 +71,17 @@ def check_devices(device_ids: Sequence[str], gpus: Sequence[InventoryGpu]) -> No
             raise AllocationError(f"arkgpu device plugin: device {device} is not advertised here")
         if not gpu.healthy:
             raise AllocationError(f"arkgpu device plugin: device {device}: GPU is unhealthy")
+
+
+def check_selection(pod: PodInfo, gpus: Sequence[InventoryGpu], uuids: Sequence[str]) -> None:
+    """AllocationError unless the pod's selection annotations (models and UUIDs,
+    :mod:`arkgpu.k8s.selection`) admit every allocated GPU (``uuids``)."""
+    by_uuid = {g.uuid: g for g in gpus}
+    for uuid in uuids:
+        gpu = by_uuid.get(uuid)
+        refused = None if gpu is None else selection.refusal(pod.annotations, gpu)
+        if refused is not None:
+            raise AllocationError(f"arkgpu device plugin: pod {pod.key}: {refused}")
 
 
 def holding_pods(holders: Iterable[Holder], device_ids: Iterable[str]) -> list[tuple[str, str]]:
@@ -144,24 +159,53 @@ def matched(assignment: PodAssignment, uuids: Sequence[str]) -> tuple[AssignedGp
     return tuple(by_uuid.get(u) or (spare.pop(0) if spare else last) for u in uuids)
 
 
-def limits_for(assignment: PodAssignment, uuids: Sequence[str]) -> Limits:
+def limits_for(assignment: PodAssignment, uuids: Sequence[str], cores_asked: bool = True) -> Limits:
     """The container's limits on its allocated GPUs: each GPU's memory cap (0: none) and the
-    smallest share (one share holds for every GPU of a container in the limiter)."""
+    smallest share (the limiter paces each GPU at that share). A container that asked for no
+    ``nvidia.com/gpucores`` (``cores_asked`` False) gets no compute cap, as in HAMi: its
+    assignment's share is what placement counted for its memory, not a limit."""
     gpus = matched(assignment, uuids)
     caps = tuple(g.memory_mib * MIB if g.memory_mib else None for g in gpus)
-    return Limits(caps, share_bp=min(g.share_bp for g in gpus))
+    share = min(g.share_bp for g in gpus) if cores_asked else SHARE_FULL
+    return Limits(caps, share_bp=share)
+
+
+def cores_asked(limits: Mapping[str, str]) -> bool:
+    """Whether a container with these ``resources.limits`` gave ``nvidia.com/gpucores`` (or no
+    memory either: a whole GPU, capped at its share)."""
+    memory = (contract.RESOURCE_GPUMEM, contract.RESOURCE_GPUMEM_PERCENTAGE)
+    return contract.RESOURCE_GPUCORES in limits or not any(m in limits for m in memory)
+
+
+def container_of(pod: PodInfo, holder: str, init: bool) -> tuple[str, Mapping[str, str]]:
+    """The name and limits of the container PreStartContainer is for. ``holder``: the app
+    (or sidecar) container PodResources lists with these devices; ``init``: the devices
+    are only part of its own, so they are a GPU init container's (the first asking for
+    GPUs, else the holder: the kubelet's API names no init container)."""
+    inits = [c for c in pod.init_containers if contract.RESOURCE_GPU in c[1]] if init else []
+    listed = dict(pod.init_containers + pod.containers)  # a sidecar is listed as itself
+    return inits[0] if inits else (holder, listed.get(holder, {}))
 
 
 def pod_description(
-    pod: PodInfo, assignment: PodAssignment, gpu_index: int, memory_mib: int
+    pod: PodInfo, assignment: PodAssignment, indices: Sequence[int], memory_mib: int, container: str
 ) -> dict[str, Any]:
-    """``pod.json`` of the region, as the node runtime reads it (docs/NODE.md)."""
+    """``pod.json`` of the region, as the node runtime reads it (docs/NODE.md): ``gpu`` and
+    ``gpus`` the node indices of the allocated GPUs (``indices``, CUDA's order). A pod that
+    names no ArkGPU class (``arkgpu.io/qos``) was written for HAMi: ``elastic`` false, its
+    share is a cap the runtime keeps. ``namespace``, ``pod``, ``container`` name it in the
+    runtime's metrics and logs."""
     notes = pod.annotations
     body: dict[str, Any] = {
         "kind": assignment.qos,
-        "gpu": gpu_index,
+        "gpu": indices[0],
+        "gpus": list(indices),
         "model": notes.get(contract.ANNOTATION_MODEL, "unknown"),
         "memory_mib": memory_mib or None,
+        "elastic": contract.ANNOTATION_QOS in notes,
+        "namespace": pod.namespace,
+        "pod": pod.name,
+        "container": container,
         OWNER_KEY: pod.uid,
     }
     if assignment.qos == contract.QOS_LC:

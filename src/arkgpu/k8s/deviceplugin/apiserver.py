@@ -35,6 +35,8 @@ class PodInfo:
     annotations: Mapping[str, str] = field(default_factory=dict)
     containers: tuple[tuple[str, Mapping[str, str]], ...] = ()
     """Each container's name and ``resources.limits``, in order."""
+    init_containers: tuple[tuple[str, Mapping[str, str]], ...] = ()
+    """The same of each init container."""
     deleting: bool = False
     """``metadata.deletionTimestamp`` is set."""
     phase: str = "Pending"
@@ -113,10 +115,7 @@ class KubernetesApi:
 def _pod_info(pod: Any) -> PodInfo:
     meta, spec = pod.metadata, pod.spec
     created = meta.creation_timestamp
-    containers = tuple(
-        (c.name, dict((c.resources.limits if c.resources else None) or {}))
-        for c in spec.containers or []
-    )
+    containers = _limits(spec.containers)
     return PodInfo(
         namespace=meta.namespace,
         name=meta.name,
@@ -125,6 +124,14 @@ def _pod_info(pod: Any) -> PodInfo:
         created=created.isoformat() if created is not None else "",
         annotations=dict(meta.annotations or {}),
         containers=containers,
+        init_containers=_limits(spec.init_containers),
         deleting=meta.deletion_timestamp is not None,
         phase=(pod.status.phase if pod.status is not None else None) or "Pending",
+    )
+
+
+def _limits(containers: Any) -> tuple[tuple[str, dict[str, str]], ...]:
+    return tuple(
+        (c.name, dict((c.resources.limits if c.resources else None) or {}))
+        for c in containers or []
     )

@@ -141,7 +141,8 @@ def _where(claim: dict[str, Any]) -> str:
 def _share(result: dict[str, Any], qos: Qos, where: str) -> Share:
     consumed = result.get("consumedCapacity") or {}
     device = str(result.get("device", ""))
-    if not device.startswith("gpu-") or not device.removeprefix("gpu-").isdigit():
+    index = device.removeprefix("gpu-")
+    if not device.startswith("gpu-") or not (index.isascii() and index.isdigit()):
         raise ClaimError(f"{where}: device {device!r} is not one of this driver's GPUs")
     if MEMORY not in consumed or CORES not in consumed:
         raise ClaimError(f"{where}: result for {device} has no consumed memory and cores")

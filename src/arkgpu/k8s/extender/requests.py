@@ -3,7 +3,9 @@
 HAMi's resources of the one container that asks for GPUs become the pod's GPU
 count, its compute share (``nvidia.com/gpucores`` percent -> milli-GPU) and its
 GPU memory (``nvidia.com/gpumem`` MiB, or ``gpumem-percentage`` of the GPU it
-lands on); the rules for what is not given are in :func:`shares`. HAMi's
+lands on); the rules for what is not given are in :func:`shares`. Several GPUs with a
+part of each are placed as HAMi places them: that many distinct GPUs of one node, each
+with the share and memory asked. HAMi's
 ``nvidia.com/use-gputype`` / ``nouse-gputype`` become the pod's ``gpu_spec``
 (the GPU models of the cluster whose name contains one of the wanted names
 and none of the refused ones), and the ``arkgpu.io/`` LC annotations become
@@ -32,6 +34,7 @@ from arkgpu.k8s.contract import (
     QOS_LC,
     ContractError,
     GpuRequest,
+    PodAssignment,
 )
 from arkgpu.model.resources import MILLI_PER_GPU, LcAttributes, Pod
 
@@ -42,7 +45,7 @@ NO_MODEL = "<no GPU model matches>"
 def shares(request: GpuRequest, gpu_memory_mib: int, default_cores: int) -> tuple[int, int]:
     """(compute percent, GPU memory MiB) per GPU of ``request`` on a GPU of ``gpu_memory_mib``.
 
-    Neither cores nor memory given: the whole GPU (100 %, memory 0 = the whole GPU's).
+    Neither cores nor memory given: the whole GPU (100 percent, memory 0 = the whole GPU's).
     Memory without cores: ``default_cores`` percent, or the memory's percentage of the GPU
     when that is 0. Cores without memory: the same percentage of the GPU's memory.
     """
@@ -113,11 +116,27 @@ def gpu_spec(info: PodInfo, models: Iterable[str]) -> frozenset[str]:
     if not wanted and not refused:
         return frozenset()
     admitted = frozenset(
-        m
-        for m in models
-        if (not wanted or any(w in m for w in wanted)) and not any(r in m for r in refused)
+        m for m in models if (not wanted or _contains(m, wanted)) and not _contains(m, refused)
     )
     return admitted or frozenset({NO_MODEL})
+
+
+def _no_model(info: PodInfo, models: Iterable[str]) -> str:
+    said = "; ".join(
+        f"{key} is {info.annotations[key][:80]!r}"
+        for key in (ANNOTATION_USE_GPUTYPE, ANNOTATION_NOUSE_GPUTYPE)
+        if key in info.annotations
+    )
+    return (
+        f"pod {info.key}: no GPU model of the cluster matches the pod's type annotations "
+        f"({said}); the models here: {', '.join(sorted(models)) or 'none'}"
+    )
+
+
+def _contains(model: str, names: list[str]) -> bool:
+    """Whether ``model`` contains one of ``names``, ignoring case (as HAMi matches types)."""
+    upper = model.upper()
+    return any(n.upper() in upper for n in names)
 
 
 def _names(text: str | None) -> list[str]:
@@ -133,19 +152,41 @@ def model_pod(info: PodInfo, gpu_memory_mib: int, default_cores: int, models: It
         return Pod(info.uid, info.cpu_milli, info.memory_mib, 0, 0, qos=qos_of(info), lc=lc)
     request = info.gpu.request
     cores, memory = shares(request, gpu_memory_mib, default_cores)
-    if request.count > 1 and cores < PERCENT_FULL:
-        raise ContractError(
-            f"pod {info.key}: {request.count} GPUs with {cores}% of each: ArkGPU shares single "
-            f"GPUs only; ask for 100% gpucores (whole GPUs) or nvidia.com/gpu 1"
-        )
+    models = tuple(models)
+    spec = gpu_spec(info, models)
+    if spec == {NO_MODEL}:
+        raise ContractError(_no_model(info, models))
     return Pod(
         info.uid,
         info.cpu_milli,
         info.memory_mib,
         request.count,
         cores * MILLI_PER_GPU // PERCENT_FULL,
-        gpu_spec=gpu_spec(info, models),
+        gpu_spec=spec,
         qos=qos_of(info),
         gpu_memory_mib=memory,
         lc=lc,
     )
+
+
+def adopted_pod(info: PodInfo, a: PodAssignment, gpu_memory_mib: int, default_cores: int) -> Pod:
+    """The placement layer's pod for ``info`` as its assignment ``a`` already places it (on
+    GPUs of ``gpu_memory_mib`` MiB); a pod breaking the contract counts by its shares."""
+    memory = a.gpus[0].memory_mib if a.gpus else 0
+    try:
+        pod = model_pod(info, gpu_memory_mib, default_cores, [])
+        return Pod(
+            pod.name,
+            pod.cpu_milli,
+            pod.memory_mib,
+            len(a.gpus),
+            pod.gpu_milli,
+            qos=pod.qos,
+            gpu_memory_mib=memory,
+            lc=pod.lc,
+        )
+    except ContractError:
+        milli = min(a.gpus[0].share_bp // 10, MILLI_PER_GPU) if a.gpus else 0
+        return Pod(
+            info.uid, info.cpu_milli, info.memory_mib, len(a.gpus), milli, gpu_memory_mib=memory
+        )

@@ -34,15 +34,16 @@ from typing import Any
 import numpy as np
 
 from arkgpu.k8s.cluster.objects import NodeInfo, PodInfo
-from arkgpu.k8s.contract import AssignedGpu, ContractError, PodAssignment
+from arkgpu.k8s.contract import AssignedGpu, PodAssignment
 from arkgpu.k8s.extender.devices import DeviceCounts
-from arkgpu.k8s.extender.requests import lc_attributes, model_pod, qos_of
+from arkgpu.k8s.extender.requests import adopted_pod, lc_attributes, model_pod, qos_of
+from arkgpu.k8s.extender.selecting import only_selected
 from arkgpu.k8s.extender.verdicts import Verdicts, rank_group
 from arkgpu.k8s.inventory import Corrections
 from arkgpu.model.arrays import IntArray
 from arkgpu.model.cluster import PlacementError
 from arkgpu.model.gpus import gpu_model, known_gpu_models
-from arkgpu.model.resources import MILLI_PER_GPU, Node, Pod
+from arkgpu.model.resources import Node, Pod
 from arkgpu.placement.lc_placing import ShareSizing
 from arkgpu.placement.scheduling import Scheduler
 
@@ -71,7 +72,7 @@ class Placed:
 
 
 def _version(text: str) -> int | None:
-    return int(text) if text.isdigit() else None
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 class ClusterView:
@@ -285,33 +286,14 @@ class ClusterView:
         state, row = self.scheduler.state, self.index[a.node]
         try:
             with self.devices.opened(state, row, slots):
-                self.scheduler.adopt(self._adopted_pod(info, a), a.node, slots)
+                pod = adopted_pod(info, a, node.gpus[0].memory_mib, self.default_cores)
+                self.scheduler.adopt(pod, a.node, slots)
         except PlacementError as exc:
             LOG.warning("pod %s: cannot count its assignment: %s", info.key, exc)
             return
         self.devices.take(state, row, slots)
         self.placed[info.uid] = Placed(a)
         self.version += 1
-
-    def _adopted_pod(self, info: PodInfo, a: PodAssignment) -> Pod:
-        memory = a.gpus[0].memory_mib if a.gpus else 0
-        try:
-            pod = model_pod(info, self.nodes[a.node].gpus[0].memory_mib, self.default_cores, [])
-            return Pod(
-                pod.name,
-                pod.cpu_milli,
-                pod.memory_mib,
-                len(a.gpus),
-                pod.gpu_milli,
-                qos=pod.qos,
-                gpu_memory_mib=memory,
-                lc=pod.lc,
-            )
-        except ContractError:
-            milli = min(a.gpus[0].share_bp // 10, MILLI_PER_GPU) if a.gpus else 0
-            return Pod(
-                info.uid, info.cpu_milli, info.memory_mib, len(a.gpus), milli, gpu_memory_mib=memory
-            )
 
     def release(self, uid: str) -> None:
         """The pod's shares and devices go back to its node."""
@@ -327,8 +309,12 @@ class ClusterView:
         if node not in self.nodes:
             raise PlacementError(self.refused.get(node) or f"node {node} is not in the snapshot")
         pod = self.request(info, node)
-        binding = self.scheduler.assign(pod, node)
-        self.devices.take(self.scheduler.state, self.index[node], binding.gpus)
+        state, row = self.scheduler.state, self.index[node]
+        with only_selected(state, self.nodes, self.index, info, [node]) as no:
+            if no:
+                raise PlacementError(no[node])
+            binding = self.scheduler.assign(pod, node)
+        self.devices.take(state, row, binding.gpus)
         gpus = self.nodes[node].gpus
         assigned = tuple(
             AssignedGpu(gpus[s].index, gpus[s].uuid, binding.gpu_memory_mib, binding.share_bp)
@@ -360,8 +346,19 @@ class ClusterView:
             names = [n for n in names if n == here]
         groups = self._groups(names, out)
         lc_attributes(info)  # a malformed LC annotation refuses every node
-        with self._without(info.uid):
-            for members, rows in groups:
+        known = (n for members, _ in groups for n in members)  # read only for a selection
+        state = self.scheduler.state
+        with (
+            self._without(info.uid),
+            only_selected(state, self.nodes, self.index, info, known) as no,
+        ):
+            out.failed.update(no)
+            for group, group_rows in groups:
+                keep = [k for k, n in enumerate(group) if n not in no] if no else None
+                members = group if keep is None else [group[k] for k in keep]
+                rows = group_rows if keep is None else group_rows[keep]
+                if not members:
+                    continue
                 pod = self.request(info, members[0])
                 if info.uid not in self._arrived:
                     self._arrived.add(info.uid)

@@ -126,6 +126,25 @@ def read_binding(body: Any) -> BindingArgs:
     return BindingArgs(*values)
 
 
+PERCENT_SIGN = "\uff05"
+"""What a ``%`` in a reason becomes on the wire (FULLWIDTH PERCENT SIGN).
+
+kube-scheduler records a filter's failure as an event through ``Eventf`` with the message
+as the format string (``schedule_one.go`` v1.37.2, ``handleSchedulingFailure``), so a
+``%`` there turns into ``%!o(MISSING)``; the pod's condition keeps the raw text, so ``%%``
+would show doubled there. ArkGPU's own reasons spell "percent"; a ``%`` quoted from a
+pod's annotation is shown as this sign in both places."""
+
+
+def event_safe(text: str) -> str:
+    """``text`` with no format verb for kube-scheduler's event recorder."""
+    return text.replace("%", PERCENT_SIGN) if "%" in text else text
+
+
+def _safe(reasons: Mapping[str, str]) -> dict[str, str]:
+    return {node: event_safe(reason) for node, reason in reasons.items()}
+
+
 def filter_result(
     args: ExtenderArgs,
     fits: Sequence[str],
@@ -143,9 +162,9 @@ def filter_result(
     return {
         "Nodes": nodes,
         "NodeNames": names,
-        "FailedNodes": dict(failed),
-        "FailedAndUnresolvableNodes": dict(unresolvable),
-        "Error": error,
+        "FailedNodes": _safe(failed),
+        "FailedAndUnresolvableNodes": _safe(unresolvable),
+        "Error": event_safe(error),
     }
 
 
@@ -156,4 +175,4 @@ def priorities(scores: Mapping[str, int]) -> list[dict[str, Any]]:
 
 def binding_result(error: str = "") -> dict[str, str]:
     """An ``ExtenderBindingResult`` ("" : bound)."""
-    return {"Error": error}
+    return {"Error": event_safe(error)}

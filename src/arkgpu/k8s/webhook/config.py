@@ -23,9 +23,10 @@ PERCENT = (1, contract.PERCENT_FULL)
 class AdmissionDefaults:
     """What the mutating webhook fills in on a pod that asks for GPUs and leaves it out."""
 
-    qos: str = contract.QOS_BE
-    """``arkgpu.io/qos`` of a pod without one (default ``be``: best effort, as HAMi's pods
-    are; an LC pod says so with its latency target)."""
+    qos: str | None = None
+    """``arkgpu.io/qos`` written on a pod without one (default none: left out, so the pod
+    keeps HAMi's meaning of ``gpucores``, a cap the node runtime never changes; ``be`` or
+    ``lc`` opts every such pod into ArkGPU's classes, docs/MIGRATING-FROM-HAMI.md)."""
     gpucores: int | None = None
     """``nvidia.com/gpucores`` of a container without one, percent 1..100 (default none:
     left out, so the extender's rule applies: a whole GPU's time unless memory is given,

@@ -4,14 +4,18 @@ For a pod where any container (init containers too) asks for ``nvidia.com/gpu``:
 
 - ``spec.schedulerName`` becomes ``scheduler_name`` when the pod uses the default
   scheduler (a pod that names another scheduler keeps it: its owner chose);
-- ``arkgpu.io/qos`` is added when missing (``defaults.qos``);
+- ``arkgpu.io/qos`` is added when missing, only when ``defaults.qos`` is set (by
+  default a pod without a class keeps HAMi's meaning of ``gpucores``);
 - each GPU container without ``nvidia.com/gpucores`` gets ``defaults.gpucores``, and
   one with neither ``nvidia.com/gpumem`` nor ``gpumem-percentage`` gets
   ``defaults.gpumem`` or ``defaults.gpumem_percentage``, when those are set (in
   ``limits``, and in ``requests`` when the container has that map).
 
-Nothing else changes. Every rule adds only what is missing, so a second call on
-its own output patches nothing (``reinvocationPolicy: IfNeeded`` is safe). A pod
+HAMi's ``nvidia.com/priority: 1`` (low, its default) is removed from every container's
+limits and requests: it maps onto ArkGPU's default class, and no node advertises it
+(:mod:`arkgpu.k8s.hami_compat`). Nothing else changes. Every rule adds only what is
+missing, so a second call on its own output patches nothing (``reinvocationPolicy:
+IfNeeded`` is safe). A pod
 whose GPU request is malformed is left for the validating webhook to refuse.
 """
 
@@ -23,6 +27,7 @@ from typing import Any
 
 from arkgpu.k8s import contract
 from arkgpu.k8s.webhook.config import AdmissionDefaults
+from arkgpu.k8s.webhook.hami import priority_ops
 from arkgpu.k8s.webhook.pods import DEFAULT_SCHEDULER, ContainerView, PodView, gpu_containers
 from arkgpu.k8s.webhook.reviews import Verdict
 
@@ -46,15 +51,16 @@ def pointer(*parts: str | int) -> str:
 
 def mutate(pod: PodView, rule: Mutation) -> Verdict:
     """The verdict (always allowed) and the patch for ``pod``."""
+    ops, done = priority_ops(pod, pointer)
     containers = gpu_containers(pod)
     if not containers:
+        if ops:
+            return Verdict(True, "set " + ", ".join(done), "patched", tuple(ops))
         return Verdict(True, "no container asks for nvidia.com/gpu: unchanged", "no_gpu")
     try:
         requests = [c.gpu_request() for c in containers]
     except contract.ContractError as exc:
         return Verdict(True, f"unchanged: {exc} (the validating webhook refuses it)", "malformed")
-    ops: list[Op] = []
-    done: list[str] = []
     if pod.scheduler_name in (None, "", DEFAULT_SCHEDULER):
         ops.append({"op": "add", "path": "/spec/schedulerName", "value": rule.scheduler_name})
         done.append(f"schedulerName {rule.scheduler_name}")
@@ -66,8 +72,8 @@ def mutate(pod: PodView, rule: Mutation) -> Verdict:
     return Verdict(True, "set " + ", ".join(done), "patched", tuple(ops))
 
 
-def _qos(pod: PodView, qos: str, done: list[str]) -> list[Op]:
-    if pod.annotation(contract.ANNOTATION_QOS) is not None:
+def _qos(pod: PodView, qos: str | None, done: list[str]) -> list[Op]:
+    if qos is None or pod.annotation(contract.ANNOTATION_QOS) is not None:
         return []
     done.append(f"{contract.ANNOTATION_QOS}={qos}")
     if pod.annotations is None:

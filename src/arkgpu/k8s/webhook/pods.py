@@ -7,6 +7,7 @@ by an API server: :func:`pod_view` refuses it with a 400 naming the field.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -34,6 +35,8 @@ class ContainerView:
     """``resources.limits`` (empty when absent)."""
     requests: Mapping[str, str] | None
     """``resources.requests``; None when absent."""
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """``env`` entries with a literal ``value`` (those from ``valueFrom`` are not known here)."""
 
     @property
     def label(self) -> str:
@@ -125,7 +128,23 @@ def _container(raw: object, field: str, index: int, where: str) -> ContainerView
         index=index,
         limits=_strings(resources, "limits", f"{where}.resources") or {},
         requests=_strings(resources, "requests", f"{where}.resources"),
+        env=_env(raw.get("env"), f"{where}.env"),
     )
+
+
+def _env(raw: object, where: str) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, list):
+        raise _bad(where, "expected a list")
+    out = {}
+    for n, item in enumerate(raw):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise _bad(f"{where}[{n}]", "expected an object with a name")
+        value = item.get("value")
+        if isinstance(value, str):
+            out[item["name"]] = value
+    return out
 
 
 def asks_for_gpu(container: ContainerView) -> bool:

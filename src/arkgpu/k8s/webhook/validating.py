@@ -12,11 +12,14 @@
   assignment names one container), and an init container asking for it needs an app
   container asking for at least as many (the kubelet hands the init container's devices
   to the app container; the pod's assignment is sized by the app container).
+- HAMi's fields that the compatibility contract refuses or warns about
+  (:mod:`arkgpu.k8s.webhook.hami`), on CREATE.
 - ``arkgpu.io/assignment`` and ``arkgpu.io/allocated`` on CREATE, on any pod: only
   the extender and the device plugin write them, on pods that exist (UPDATE), so a
   new pod carrying them is refused: a forged assignment would make the extender count
   GPU shares the pod never got. UPDATEs are not checked for them (the extender's
-  bind and the device plugin's Allocate patch them).
+  bind patches the assignment; the device plugin no longer writes ``allocated``,
+  which stays reserved).
 
 Every problem is reported, one per clause, so one round trip shows them all.
 """
@@ -28,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from arkgpu.k8s import contract
+from arkgpu.k8s.webhook.hami import hami_problems, hami_warnings
 from arkgpu.k8s.webhook.pods import ContainerView, PodView, gpu_containers
 from arkgpu.k8s.webhook.resources import Problem, container_problems, uses_gpu_resources
 from arkgpu.k8s.webhook.reviews import Verdict
@@ -63,9 +67,12 @@ def validate(
     GPU memory in the cluster, None when unknown (the memory bound is then not checked)."""
     gpu = any(uses_gpu_resources(c) for c in pod.containers)
     problems: list[Problem] = []
+    warnings: tuple[str, ...] = ()
     if operation == "CREATE":
         problems += _reserved(pod)
         problems += gpu_container_problems(pod)
+        problems += hami_problems(pod)
+        warnings = hami_warnings(pod)
         for container in pod.containers:
             if uses_gpu_resources(container):
                 problems += container_problems(container, rules.max_gpu_count, largest_mib)
@@ -73,7 +80,7 @@ def validate(
         problems += annotation_problems(pod, rules.known_models)
     if problems:
         return Verdict(False, "; ".join(p.message for p in problems), problems[0].reason)
-    warnings = () if gpu else _idle_annotations(pod)
+    warnings += () if gpu else _idle_annotations(pod)
     return Verdict(True, "accepted", "ok" if gpu else "no_gpu", warnings=warnings)
 
 
@@ -191,7 +198,7 @@ def _model_problems(pod: PodView, known_models: frozenset[str]) -> Iterator[Prob
 def _positive(text: str, integral: bool) -> bool:
     value = text.strip()
     if integral:
-        return value.isdigit() and len(value) <= 9 and int(value) > 0
+        return value.isascii() and value.isdigit() and len(value) <= 9 and int(value) > 0
     try:
         number = float(value)
     except ValueError:

@@ -1,0 +1,329 @@
+"""The HAMi compatibility contract on the real control plane: a pod per row.
+
+Every row of :data:`arkgpu.k8s.hami_compat.ROWS` is tried as a migrating user would:
+the example pod of :mod:`.hami_pods` is created through the real kube-apiserver, whose
+webhook (``arkgpu webhook run`` with the chart's defaults) mutates and validates it; an
+admitted pod is scheduled by the real kube-scheduler calling ``arkgpu extender run`` and
+Allocate'd and started by ``arkgpu device-plugin run`` (fake NVML, two 8 GiB GPUs
+``GPU-fake-0/1``, driven by the kubelet emulator: Allocate, then PreStartContainer, which
+gives the device-keyed region the pod's limits). What is checked per behaviour:
+
+- refused: the API server's whole message, as kubectl prints it;
+- warned: the AdmissionReview warning in the API server's ``Warning`` header, and the pod
+  is placed;
+- same / different: where the pod lands and the limits its container gets.
+
+A pod that cannot be placed has a FailedScheduling event whose text is the pod
+condition's, whole (kube-scheduler formats the event with the reason as format string).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from arkgpu.k8s import contract
+from arkgpu.k8s import hami_compat as hc
+from arkgpu.k8s.deviceplugin.allocating import region_key
+from arkgpu.limiter.region import read_limits
+from k8s.device_manager import PodSpec
+from k8s.kubelet_emulator import KubeletEmulator
+
+from .controlplane import ExtenderPlane
+from .extender_helpers import GROUP_LABEL, ExtenderProcess
+from .hami_pods import UUID_USED, example, row_id, rows
+from .nodes import create_gpu_node, wait_for
+from .plugin_helpers import WAIT_S, running_plugin
+from .webhook_helpers import refusal, registered, running_webhook
+
+BIND_TIMEOUT_S = 120.0
+"""One pod through scheduler, extender and bind on a loaded 2-core machine (a retry after
+the previous pod's release included)."""
+DENIED = 'admission webhook "validate.arkgpu.io" denied the request: '
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The module's namespace, node and node-side emulator."""
+
+    api: k8s.ApiClient
+    namespace: str
+    node: str
+    group: str
+    kubelet: KubeletEmulator
+    regions: Path
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    extender_plane: ExtenderPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    """Webhook (chart defaults), extender and device plugin for one fresh node."""
+    with ExitStack() as stack:
+        api = stack.enter_context(extender_plane.plane.api_client())
+        core = k8s.CoreV1Api(api)
+        group = uuid.uuid4().hex[:8]
+        namespace, node = f"hami-{group}", f"hami-{group}"
+        core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=namespace)))
+        core.create_namespaced_service_account(
+            namespace, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name="default"))
+        )
+        create_gpu_node(api, node, gpus=20)
+        core.patch_node(node, {"metadata": {"labels": {GROUP_LABEL: group}}})
+        kubelet, regions = stack.enter_context(
+            running_plugin(extender_plane.plane.admin_kubeconfig, node)
+        )
+        hook = stack.enter_context(
+            running_webhook(extender_plane.plane, Path(tmp_path_factory.mktemp("hami-webhook")))
+        )
+        stack.enter_context(registered(api, hook, namespace))
+        wait_for(lambda: _inventory(api, node), WAIT_S, "the plugin's inventory")
+        kubelet.wait(lambda: kubelet.endpoints and kubelet.devices(), WAIT_S, "registration")
+        extender = ExtenderProcess(extender_plane)
+        extender.start()
+        stack.callback(extender.kill)
+        yield Cluster(api, namespace, node, group, kubelet, regions)
+
+
+def _inventory(api: k8s.ApiClient, node: str) -> str | None:
+    notes = k8s.CoreV1Api(api).read_node(node).metadata.annotations or {}
+    return notes.get(contract.ANNOTATION_INVENTORY)
+
+
+def _body(row: hc.Row, name: str, group: str) -> dict[str, Any]:
+    body = example(row).pod(name)
+    body["spec"]["nodeSelector"] = {GROUP_LABEL: group}
+    return body
+
+
+def _name(row: hc.Row) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", row_id(row).lower()).strip("-")[:40].strip("-")
+    return f"{slug}-{uuid.uuid4().hex[:5]}"
+
+
+def _expected_refusal(row: hc.Row) -> str:
+    """The whole sentence the user reads for a refused row."""
+    if row.kind is hc.Kind.ANNOTATION:
+        return row.arkgpu
+    if row.field.startswith(hc.RESOURCE_MIG_PREFIX):
+        (resource,) = example(row).limits
+        return f"container 'main': {resource}: {row.arkgpu}"
+    return f"container 'main': {row.arkgpu}"
+
+
+@pytest.mark.parametrize("row", rows(hc.Behaviour.REFUSED), ids=row_id)
+def test_refused_rows_are_refused_at_creation_with_the_whole_reason(
+    cluster: Cluster, row: hc.Row
+) -> None:
+    body = _body(row, _name(row), cluster.group)
+    assert refusal(cluster.api, cluster.namespace, body) == DENIED + _expected_refusal(row)
+
+
+def _create(cluster: Cluster, body: dict[str, Any]) -> list[str]:
+    """Create the pod; the API server's warnings (kubectl prints them)."""
+    answer = k8s.CoreV1Api(cluster.api).create_namespaced_pod(
+        cluster.namespace, body, _preload_content=False
+    )
+    headers = answer.headers.getlist("Warning") if hasattr(answer.headers, "getlist") else []
+    answer.release_conn()
+    return [re.sub(r'^299 - "(.*)"$', r"\1", h).replace('\\"', '"') for h in headers]
+
+
+def _bound(cluster: Cluster, name: str) -> dict[str, Any]:
+    core = k8s.CoreV1Api(cluster.api)
+
+    def probe() -> dict[str, Any] | None:
+        raw = core.read_namespaced_pod(name, cluster.namespace, _preload_content=False)
+        pod: dict[str, Any] = json.loads(raw.data)
+        return pod if pod["spec"].get("nodeName") else None
+
+    try:
+        return wait_for(probe, BIND_TIMEOUT_S, f"{name} bound", poll_s=0.5)
+    except AssertionError as exc:
+        said = _events(cluster, name)
+        raise AssertionError(f"{exc}; events: {said}") from None
+
+
+def _events(cluster: Cluster, name: str) -> list[str]:
+    items = (
+        k8s.CoreV1Api(cluster.api)
+        .list_namespaced_event(cluster.namespace, field_selector=f"involvedObject.name={name}")
+        .items
+    )
+    return [f"{e.reason}: {e.message}" for e in items]
+
+
+def _delete(cluster: Cluster, name: str) -> None:
+    core = k8s.CoreV1Api(cluster.api)
+    core.delete_namespaced_pod(name, cluster.namespace, grace_period_seconds=0)
+
+    def gone() -> bool | None:
+        names = [p.metadata.name for p in core.list_namespaced_pod(cluster.namespace).items]
+        return True if name not in names else None
+
+    wait_for(gone, WAIT_S, f"{name} deleted")
+
+
+@pytest.mark.parametrize("row", rows(hc.Behaviour.WARNED), ids=row_id)
+def test_warned_rows_are_admitted_with_the_warning_and_placed(
+    cluster: Cluster, row: hc.Row
+) -> None:
+    name = _name(row)
+    warnings = _create(cluster, _body(row, name, cluster.group))
+    try:
+        assert len(warnings) == 1, warnings
+        assert row.arkgpu in warnings[0]
+        assert _bound(cluster, name)["spec"]["nodeName"] == cluster.node
+    finally:
+        _delete(cluster, name)
+
+
+# Per supported row: (uuid or None for any, share_bp, memory MiB) of each GPU assigned, and
+# the limits the container gets (share_bp, memory caps MiB). The fake GPUs have 8192 MiB.
+WHOLE = ([(None, 10_000, 0)], (10_000, (None,)))
+PLACED: dict[tuple[str, str], tuple[list[tuple[str | None, int, int]], tuple[int, Any]]] = {
+    ("nvidia.com/gpu", hc.ANY): WHOLE,
+    ("nvidia.com/gpumem", hc.ANY): ([(None, 2000, 3000)], (2000, (3000,))),
+    ("nvidia.com/gpumem-percentage", hc.ANY): ([(None, 2000, 2048)], (2000, (2048,))),
+    ("nvidia.com/gpucores", hc.ANY): ([(None, 3000, 2457)], (3000, (2457,))),
+    ("nvidia.com/gpumem without nvidia.com/gpucores", hc.ANY): (
+        [(None, 2500, 2048)],
+        (10_000, (2048,)),  # compute not capped, as in HAMi
+    ),
+    ("nvidia.com/gpucores without nvidia.com/gpumem", hc.ANY): (
+        [(None, 4000, 3276)],
+        (4000, (3276,)),
+    ),
+    ("nvidia.com/gpu above 1 with a part of each GPU", hc.ANY): (
+        [("GPU-fake-0", 3000, 1000), ("GPU-fake-1", 3000, 1000)],
+        (3000, (1000, 1000)),
+    ),
+    (hc.RESOURCE_PRIORITY, "1"): ([(None, 1000, 819)], (1000, (819,))),
+    ("nvidia.com/use-gputype", hc.ANY): ([(None, 1000, 819)], (1000, (819,))),
+    ("nvidia.com/nouse-gputype", hc.ANY): ([(None, 1000, 819)], (1000, (819,))),
+    (hc.ANNOTATION_USE_GPUUUID, hc.ANY): ([(UUID_USED, 1000, 819)], (1000, (819,))),
+    (hc.ANNOTATION_NOUSE_GPUUUID, hc.ANY): ([(UUID_USED, 1000, 819)], (1000, (819,))),
+    (hc.ANNOTATION_VGPU_MODE, "hami-core"): ([(None, 1000, 819)], (1000, (819,))),
+    (hc.ENV_CORE_POLICY, "default, force"): ([(None, 1000, 819)], (1000, (819,))),
+}
+
+
+def test_every_supported_row_has_its_expected_placement() -> None:
+    assert {(r.field, r.value) for r in rows(hc.Behaviour.SAME, hc.Behaviour.DIFFERENT)} == set(
+        PLACED
+    )
+
+
+@pytest.mark.parametrize("row", rows(hc.Behaviour.SAME, hc.Behaviour.DIFFERENT), ids=row_id)
+def test_supported_rows_are_placed_and_limited_as_the_contract_says(
+    cluster: Cluster, row: hc.Row
+) -> None:
+    name = _name(row)
+    assert _create(cluster, _body(row, name, cluster.group)) == []
+    try:
+        pod = _bound(cluster, name)
+        gpus, (share, caps) = PLACED[(row.field, row.value)]
+        stored = pod["spec"]["containers"][0]["resources"]["limits"]
+        assert hc.RESOURCE_PRIORITY not in stored  # removed (row priority 1), never added
+        assert contract.ANNOTATION_QOS not in pod["metadata"]["annotations"]  # no class added
+        placed = json.loads(pod["metadata"]["annotations"][contract.ANNOTATION_ASSIGNMENT])
+        got = [(g["uuid"], g["share_bp"], g["memory_mib"]) for g in placed["gpus"]]
+        want = [(u or got[0][0], s, m) for u, s, m in gpus]
+        assert got == want
+        spec = PodSpec(cluster.namespace, name, (("main", len(gpus)),))
+        devices = cluster.kubelet.admit_pod(spec)["main"]
+        cluster.kubelet.start_container(spec, "main")
+        region = cluster.regions / region_key(devices)
+        limits = read_limits(region)
+        assert limits.share_bp == share
+        assert limits.memory_bytes == tuple(c * MIB if c else None for c in caps)
+        description = json.loads((region / "pod.json").read_text())
+        assert description["elastic"] is False  # a HAMi pod: the node runtime keeps its cap
+        assert (description["namespace"], description["pod"]) == (cluster.namespace, name)
+        index = {g["uuid"]: g["index"] for g in placed["gpus"]}
+        assert description["gpus"] == [index[u] for u in sorted(index)]
+    finally:
+        cluster.kubelet.manager.remove((cluster.namespace, name))
+        _delete(cluster, name)
+
+
+# Pods admitted that fit no node: what they ask, and the sentence their event must carry
+# (its text with {ns}, {name} and {node} filled in, then a regular expression for the rest).
+PENDING: dict[str, tuple[dict[str, str], dict[str, str], str, str]] = {
+    "uuid": (
+        {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "10"},
+        {hc.ANNOTATION_USE_GPUUUID: "GPU-%d-nowhere"},
+        "node {node} has 0 GPUs the pod's selection admits, it asks for 1 "
+        "(nvidia.com/use-gpuuuid is 'GPU-\uff05d-nowhere'): name GPUs of this node in "
+        "nvidia.com/use-gpuuuid or remove the annotation",
+        "",
+    ),
+    "type": (
+        {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "10"},
+        {contract.ANNOTATION_USE_GPUTYPE: "H100"},
+        "pod {ns}/{name}: no GPU model of the cluster matches the pod's type annotations "
+        "(nvidia.com/use-gputype is 'H100'); the models here: ",
+        r"\S",
+    ),
+    "room": (
+        {"nvidia.com/gpu": "3"},
+        {},
+        "node {node} has ",
+        r"\d GPUs with 1000 milli-GPU left, the pod asks for 3",
+    ),
+    "lc-model": (
+        {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "10"},
+        {contract.ANNOTATION_QOS: "lc"},
+        "pod {ns}/{name}: arkgpu.io/model: required for an lc pod",
+        "",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PENDING))
+def test_a_pod_that_fits_nowhere_says_why_in_its_events_intact(cluster: Cluster, case: str) -> None:
+    """The pod stays Pending with a FailedScheduling event that is the pod condition's text
+    whole, the extender's sentence in it (a percent sign shown as U+FF05, never mangled into
+    a format verb)."""
+    limits, notes, text, rest = PENDING[case]
+    name = f"pending-{case}-{uuid.uuid4().hex[:5]}"
+    body = {
+        "metadata": {"name": name, "annotations": dict(notes)},
+        "spec": {
+            "nodeSelector": {GROUP_LABEL: cluster.group},
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.invalid/arkgpu-e2e:never-pulled",
+                    "resources": {"limits": limits},
+                }
+            ],
+        },
+    }
+    assert _create(cluster, body) == []
+    core = k8s.CoreV1Api(cluster.api)
+    try:
+
+        def event() -> str | None:
+            said = [m for m in _events(cluster, name) if m.startswith("FailedScheduling: ")]
+            return said[0].removeprefix("FailedScheduling: ") if said else None
+
+        message = wait_for(event, BIND_TIMEOUT_S, f"FailedScheduling of {name}")
+        conditions = core.read_namespaced_pod(name, cluster.namespace).status.conditions or []
+        (scheduled,) = [c for c in conditions if c.type == "PodScheduled"]
+        assert message == scheduled.message
+        assert "%" not in message
+        said = text.format(ns=cluster.namespace, name=name, node=cluster.node)
+        assert re.search(re.escape(said) + rest, message), (said, rest, message)
+    finally:
+        _delete(cluster, name)
