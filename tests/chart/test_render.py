@@ -84,7 +84,8 @@ def test_default_objects(docs: list[Manifest]) -> None:
 
 
 def test_scheduler_profile_and_extender_follow_the_contract(docs: list[Manifest]) -> None:
-    """KubeSchedulerConfiguration v1: the contract's profile, the extender with every verb."""
+    """KubeSchedulerConfiguration v1: the contract's profile, the extender with filter and
+    bind (filter answers the node the policy chose, so there is nothing to prioritize)."""
     config = scheduler_config(docs)
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert config["kind"] == "KubeSchedulerConfiguration"
@@ -101,7 +102,6 @@ def test_scheduler_profile_and_extender_follow_the_contract(docs: list[Manifest]
     assert extender == {
         "urlPrefix": f"https://{host}:8888",
         "filterVerb": "filter",
-        "prioritizeVerb": "prioritize",
         "bindVerb": "bind",
         "weight": 1,
         "enableHTTPS": True,

@@ -39,12 +39,17 @@ def test_use_and_nouse_gpuuuid_choose_the_gpu_and_say_why_a_node_fails() -> None
     running = started(api)
     try:
         use = pod("use", PART, {"nvidia.com/use-gpuuuid": "GPU-n2-1"})
-        answer = _bind(running.port, api, use, ["n1", "n2"])
+        api.put("pods", use)
+        # Where a node fits, filter answers the chosen node alone: n1's reason shows when
+        # n1 is the only candidate, as kube-scheduler reads it when the pod fits nowhere.
+        _status, answer = post(running.port, "/filter", args(use, ["n1"]))
+        assert answer["NodeNames"] == []
         assert answer["FailedNodes"] == {
             "n1": "node n1 has 0 GPUs the pod's selection admits, it asks for 1 "
             "(nvidia.com/use-gpuuuid is 'GPU-n2-1'): name GPUs of this node in "
             "nvidia.com/use-gpuuuid or remove the annotation"
         }
+        assert _bind(running.port, api, use, ["n1", "n2"])["NodeNames"] == ["n2"]
         assert _placed(api, "use") == [("GPU-n2-1", 1000, 1024)]
         nouse = pod("nouse", PART, {"nvidia.com/nouse-gpuuuid": "GPU-n1-0,GPU-n1-1,GPU-n1-3"})
         _bind(running.port, api, nouse, ["n1"])
