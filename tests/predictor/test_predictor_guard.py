@@ -13,7 +13,7 @@ from arkgpu.placement.lc_placing import GpuSnapshot, lc_verdicts
 from arkgpu.predictor import Predictor, Workload
 from arkgpu.predictor.breakdown import MIN_BIN_TARGETS, strength_label
 from arkgpu.predictor.evaluating import GUARDED, evaluate
-from arkgpu.predictor.guarding import choose_weight
+from arkgpu.predictor.guarding import choose_weight, interval_ends, misses_allowed
 from arkgpu.traces.profiles import (
     PairRecord,
     default_profile_dir,
@@ -58,8 +58,10 @@ def test_guarded_level2_is_never_worse_than_no_interference_in_any_bin(
 @pytest.mark.parametrize("gpu", SETS)
 def test_level2_intervals_cover_held_out_targets_per_bin(gpu: str) -> None:
     """Leave-one-model-out (every held-out pair is a new pair): the 90% intervals hold
-    83-96% of the held-out targets in each bin of at least 30 (measured 84.4-94.9%); a
-    zero-width or unguarded interval holds far fewer, an unbounded one all."""
+    83-96% of the held-out targets in each bin of at least 30 (measured 83.6-95.0%, bins
+    of ParvaGPU's 11 models and iGniter's 4; issue 35 asks 85-95, not met in two bins,
+    docs/studies/predictor.md); a zero-width or unguarded interval holds far fewer, an
+    unbounded one all."""
     report = _report(gpu, "leave-one-model-out")
     coverage = report["level2_coverage"]["strength"]
     counted = [b for b in coverage.values() if b["count"] >= MIN_BIN_TARGETS]
@@ -75,6 +77,26 @@ def test_choose_weight_keeps_a_good_model_and_drops_a_biased_one() -> None:
     measured = np.linspace(1.0, 1.6, 60)
     assert choose_weight(measured.copy(), measured) == 1.0
     assert choose_weight(np.full(60, 1.3), np.ones(60)) == 0.0
+
+
+def test_interval_ends_hold_ninety_percent_of_every_crowded_bin() -> None:
+    """Mild targets miss below, contended ones above (as out of fold on iGniter): a plain
+    5th-95th percentile interval holds 90% overall but only ~80% of the contended bin; the
+    bin-conditional ends hold at least the split-conformal share of each bin and overall."""
+    rng = np.random.default_rng(1)
+    mild = np.concatenate([rng.normal(-0.02, 0.03, 600), rng.uniform(-0.25, -0.1, 60)])
+    contended = np.concatenate([rng.normal(0.0, 0.02, 200), rng.uniform(0.1, 0.3, 40)])
+    logs = np.concatenate([mild, contended])
+    measured = np.concatenate([np.full(len(mild), 1.02), np.full(len(contended), 1.3)])
+    plain_low, plain_high = np.percentile(logs, [5, 95])
+    top = logs[len(mild) :]
+    assert np.mean((top >= plain_low) & (top <= plain_high)) < 0.88
+    low, high = interval_ends(logs, measured)
+    assert low <= 0 <= high
+    for part in (mild, contended, logs):
+        assert np.sum((part < low) | (part > high)) <= misses_allowed(len(part))
+    assert misses_allowed(100) == 9
+    assert misses_allowed(9) == 0
 
 
 def _scrambled(solo: list, pairs: list[PairRecord]) -> list[PairRecord]:  # type: ignore[type-arg]

@@ -24,8 +24,13 @@ trusts it, it checks it on its own training targets, out of fold:
    :data:`KEEP_MARGIN_PCT`. A region with fewer than :data:`MIN_REGION` targets
    takes the weight chosen on every target of its kind (weak evidence: the
    pooled answer).
-3. A (kind, region)'s interval: the 5th and 95th percentiles of
-   ``log(measured / guarded)`` over the same targets (pooled likewise).
+3. A (kind, region)'s interval on ``log(measured / guarded)`` over the same
+   targets (pooled likewise), split-conformal and bin-conditional: the
+   narrowest ends that hold :data:`COVERAGE` (with the finite-sample
+   correction, :func:`misses_allowed`) of those targets overall *and* of each
+   measured-strength bin of at least :data:`MIN_BIN` of them. A plain 5th-95th
+   percentile interval holds 90% overall but fewer of the contended pairs (their
+   misses are all above) and more of the mild ones (misses all below).
 
 A query is ``measured-pair`` when every (GPU, target model, co-runner model)
 combination of it was measured in training, else ``new-pair``; only
@@ -61,8 +66,8 @@ BIN_TOLERANCE_PCT = 0.5
 """How far (MAPE points) a weight may be above no interference in a bin."""
 KEEP_MARGIN_PCT = 0.25
 """MAPE points another weight must gain over the unshrunk model (w = 1) to replace it."""
-LOW_QUANTILE, HIGH_QUANTILE = 5.0, 95.0
-"""Percentiles of the interval's ends (nominal coverage 90%)."""
+COVERAGE = 0.9
+"""Nominal coverage of an interval, on the out-of-fold targets overall and per bin."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +77,9 @@ class Shrink:
     weight: float
     """Weight of the contention model's extra slowdown, in [0, 1]."""
     low: float
-    """5th percentile of log(measured / guarded), <= 0."""
+    """Lower end of the interval of log(measured / guarded), <= 0."""
     high: float
-    """95th percentile of log(measured / guarded), >= 0."""
+    """Upper end of the interval of log(measured / guarded), >= 0."""
     count: int
     """Out-of-fold targets it was chosen on."""
 
@@ -166,11 +171,40 @@ def choose_weight(raw: FloatArray, measured: FloatArray) -> float:
     return best
 
 
+def _needed_high(ordered: FloatArray, low: float, allowed: int) -> float:
+    """Smallest upper end (>= 0) that leaves at most ``allowed`` of the ascending ``ordered``
+    outside ``[low, high]`` (infinite when more than that lie below ``low`` already)."""
+    left = allowed - int(np.searchsorted(ordered, low, side="left"))
+    if left < 0:
+        return math.inf
+    return 0.0 if left >= len(ordered) else max(float(ordered[-1 - left]), 0.0)
+
+
+def misses_allowed(count: int) -> int:
+    """Targets of ``count`` a split-conformal interval of :data:`COVERAGE` may leave out:
+    it holds the ``ceil((count + 1) COVERAGE)``-th smallest score."""
+    return max(count - math.ceil((count + 1) * COVERAGE - 1e-9), 0)
+
+
+def interval_ends(logs: FloatArray, measured: FloatArray) -> tuple[float, float]:
+    """The narrowest ``(low, high)``, ``low <= 0 <= high``, leaving out at most
+    :func:`misses_allowed` of ``logs`` overall and in each measured-strength bin of at
+    least :data:`MIN_BIN` targets (module docstring, step 3)."""
+    bins = np.array([strength_label(float(v)) for v in measured])
+    crowded = [bins == b for b in sorted(set(bins)) if np.sum(bins == b) >= MIN_BIN]
+    groups = [np.sort(logs)] + [np.sort(logs[m]) for m in crowded]
+    allowed = [misses_allowed(len(g)) for g in groups]
+    best = (math.inf, 0.0, 0.0)
+    for low in np.unique(np.append(np.minimum(logs, 0.0), 0.0)).tolist():
+        high = max(_needed_high(g, low, a) for g, a in zip(groups, allowed, strict=True))
+        best = min(best, (high - low, low, high))
+    return best[1], best[2]
+
+
 def _shrink(raw: FloatArray, measured: FloatArray) -> Shrink:
     weight = choose_weight(raw, measured)
-    logs = np.log(measured / (1.0 + weight * (raw - 1.0)))
-    low, high = np.percentile(logs, [LOW_QUANTILE, HIGH_QUANTILE])
-    return Shrink(weight, float(min(low, 0.0)), float(max(high, 0.0)), len(measured))
+    low, high = interval_ends(np.log(measured / (1.0 + weight * (raw - 1.0))), measured)
+    return Shrink(weight, low, high, len(measured))
 
 
 def _kind_shrinks(
