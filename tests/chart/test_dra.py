@@ -73,6 +73,7 @@ def test_driver_configuration_matches_the_mounts(docs: list[Manifest]) -> None:
         "cdi": "/var/run/cdi",
         "regions": "/run/arkgpu/regions",
         "library": "/usr/local/lib/arkgpu",
+        "host-dev": "/dev",
     }
     driver = container(daemonset, "dra-driver")
     assert driver["command"][-1] == "/etc/arkgpu/dra-driver.toml"
@@ -81,6 +82,8 @@ def test_driver_configuration_matches_the_mounts(docs: list[Manifest]) -> None:
     assert Path(mounts["plugin"]) == config.dra_socket.parent
     assert Path(mounts["cdi"]) == config.cdi_dir
     assert Path(mounts["regions"]) == config.regions_dir
+    assert Path(mounts["host-dev"]) == config.dev_dir  # Prepare's device node checks
+    assert next(m for m in driver["volumeMounts"] if m["name"] == "host-dev")["readOnly"]
     assert config.library_path.parent == Path(host["library"])
     runtime = tomllib.loads(config_map_file(docs, f"{PREFIX}-dra", "node.toml"))
     assert runtime["regions_dir"] == str(config.regions_dir)

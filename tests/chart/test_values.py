@@ -168,6 +168,20 @@ def test_kill_backstop_adds_only_the_kill_capability(helm: Path, tmp_path: Path)
     }
 
 
+def test_selinux_options_label_the_node_pods(helm: Path, tmp_path: Path) -> None:
+    """node.seLinuxOptions goes to both node DaemonSets' pods; none by default."""
+    label = {"type": "spc_t", "level": "s0"}
+    values = {"node": {"seLinuxOptions": label}, "dra": {"enabled": True}}
+    docs = render(helm, tmp_path, values)
+    for name in ("arkgpu-node", "arkgpu-dra"):
+        pod = find(docs, "DaemonSet", name)["spec"]["template"]["spec"]
+        assert pod["securityContext"]["seLinuxOptions"] == label
+    plain = render(helm, tmp_path / "plain", {"dra": {"enabled": True}})
+    for name in ("arkgpu-node", "arkgpu-dra"):
+        pod = find(plain, "DaemonSet", name)["spec"]["template"]["spec"]
+        assert "seLinuxOptions" not in pod["securityContext"]
+
+
 def test_scheduler_values(docs: list[Manifest]) -> None:
     scheduler = find(docs, "Deployment", "gpu-arkgpu-scheduler")
     assert scheduler["spec"]["replicas"] == 2

@@ -80,7 +80,11 @@ def dra_node(
         f'node_name = "{node}"\nkubeconfig = "{control_plane.admin_kubeconfig}"\nresync_s = 1\n'
         f'registry_dir = "{node_dir}/registry"\nplugin_dir = "{node_dir}/plugin"\n'
         f'regions_dir = "{node_dir}/regions"\ncdi_dir = "{node_dir}/cdi"\n'
+        f'dev_dir = "{node_dir}/dev"\n'
     )
+    (node_dir / "dev").mkdir()  # the fake GPU's device nodes (Prepare checks they exist)
+    for name in ("nvidia0", "nvidiactl"):
+        (node_dir / "dev" / name).touch()
     env = native.container_env(None, tmp_path / "fakegpu", preload=False)
     env.update(FAKEGPU_DEVICES="1", FAKEGPU_MEM_MIB=str(GPU_MIB))
     log = (tmp_path / "driver.log").open("wb")

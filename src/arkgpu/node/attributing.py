@@ -3,9 +3,19 @@
 NVML reports each process by its host pid; a container's processes see their
 own pid namespace, so the pids the library writes into a usage file are not
 host pids (and the container writes that file: nothing in it is trusted).
-The runtime attributes a host pid ``P`` to an adopted container by the
-identity (device, inode) of the container's ``usage`` file, never by a pid:
+The runtime attributes a host pid ``P`` to an adopted container by its pod's UID
+or by the identity (device, inode) of the container's ``usage`` file, never by a pid:
 
+0. **cgroup**: ``/proc/P/cgroup``, readable by every user, names the pod's cgroup,
+   which the kubelet names after the pod's UID (``.../pod<uid>/<container>`` with
+   the cgroupfs driver, ``...-pod<uid with _>.slice/...`` with systemd's), also seen
+   from another cgroup namespace (as ``/../..``-relative paths). The region's
+   ``pod.json`` names its pod (``pod_uid``, or ``pod_uids`` for a DRA claim); a UID
+   that names two containers on one GPU (a pod with two GPU containers) places
+   nobody this way. A container cannot move itself into another pod's cgroup. This
+   is the only evidence that needs no CAP_SYS_PTRACE: the next three read
+   ``/proc/P/maps``, ``environ`` and ``root``, which the kernel shows a process of
+   another user only to a reader with that capability (the chart drops it).
 1. **mapped**: ``/proc/P/maps`` lists the files ``P`` has mapped with their
    device and inode as the kernel sees them; the interception library maps
    its usage file, so a process running the library names its region in a
@@ -26,12 +36,15 @@ A process none of these place is not attributed (the backstop leaves it alone).
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from arkgpu.limiter.region import USAGE_FILE
+from arkgpu.node.pods import POD_FILE
 
 REGION_VARIABLE = "ARKGPU_REGION_DIR"
 """The environment variable naming a container's region (read by the library,
@@ -42,6 +55,8 @@ environment; a larger one is cut, not read whole)."""
 
 Identity = tuple[int, int]
 """(st_dev, st_ino) of a file."""
+POD_UID = re.compile(r"pod([0-9a-f]{8}([-_][0-9a-f]{4}){3}[-_][0-9a-f]{12})")
+"""A pod's cgroup name as the kubelet writes it (cgroupfs: dashes; systemd: underscores)."""
 
 
 def usage_identity(region: Path) -> Identity | None:
@@ -51,6 +66,42 @@ def usage_identity(region: Path) -> Identity | None:
     except OSError:
         return None
     return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+
+
+def pod_uids(region: Path) -> set[str]:
+    """The pod UIDs ``region/pod.json`` names (empty when none or unreadable)."""
+    try:
+        body = json.loads((region / POD_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(body, dict):
+        return set()
+    found = [body.get("pod_uid"), *(body.get("pod_uids") or [])]
+    return {u.lower() for u in found if isinstance(u, str) and u}
+
+
+def pod_uid_in(cgroups: str) -> str | None:
+    """The pod UID a ``/proc/P/cgroup`` text names (None: none, or two different)."""
+    found = {m.group(1).replace("_", "-") for m in POD_UID.finditer(cgroups.lower())}
+    return found.pop() if len(found) == 1 else None
+
+
+def cgroup_pod_uid(pid: int) -> str | None:
+    """The pod UID ``pid``'s cgroups name (None: none, unreadable, or two different)."""
+    try:
+        return pod_uid_in(Path(f"/proc/{pid}/cgroup").read_text(errors="replace"))
+    except OSError:
+        return None
+
+
+def pod_owners(regions: dict[Path, str]) -> dict[str, str]:
+    """Pod UID -> container, from each region's ``pod.json`` (region -> container name);
+    a UID two containers name is left out (it cannot tell them apart)."""
+    seen: dict[str, set[str]] = {}
+    for region, name in regions.items():
+        for uid in pod_uids(region):
+            seen.setdefault(uid, set()).add(name)
+    return {uid: names.pop() for uid, names in seen.items() if len(names) == 1}
 
 
 def mapped_identities(pid: int) -> set[Identity]:
@@ -128,16 +179,19 @@ class Attribution:
     ambiguous: set[int] = field(default_factory=set)
     """Mount namespaces seen with two containers (never used)."""
 
-    def owners(self, pids: list[int], regions: dict[Identity, str]) -> dict[int, str]:
-        """The container each of ``pids`` belongs to (those attributed), from ``regions``
-        (usage-file identity -> container name): direct evidence first, for every pid,
-        then the mount namespaces it taught."""
+    def owners(
+        self, pids: list[int], regions: dict[Identity, str], pods: dict[str, str] | None = None
+    ) -> dict[int, str]:
+        """The container each of ``pids`` belongs to (those attributed), from ``pods`` (pod
+        UID -> container name, :func:`pod_owners`) and ``regions`` (usage-file identity ->
+        container name): direct evidence first, for every pid, then the mount namespaces
+        it taught."""
         known = set(regions.values())
         self.namespaces = {ns: n for ns, n in self.namespaces.items() if n in known}
         out: dict[int, str] = {}
         spaces = {pid: mount_namespace(pid) for pid in pids}
         for pid in pids:
-            name = _direct(pid, regions)
+            name = _direct(pid, regions, pods or {})
             if name is not None:
                 out[pid] = name
                 self._learn(spaces[pid], name)
@@ -155,8 +209,13 @@ class Attribution:
             self.ambiguous.add(namespace)
 
 
-def _direct(pid: int, regions: dict[Identity, str]) -> str | None:
-    """The container ``pid`` names by a mapped usage file, else by its environment."""
+def _direct(pid: int, regions: dict[Identity, str], pods: dict[str, str]) -> str | None:
+    """The container ``pid``'s cgroup names, else the one it names by a mapped usage
+    file, else by its environment."""
+    uid = cgroup_pod_uid(pid) if pods else None
+    name = pods.get(uid) if uid else None
+    if name is not None:
+        return name
     name = next((regions[i] for i in mapped_identities(pid) if i in regions), None)
     if name is None:
         directory = environment_region(pid)

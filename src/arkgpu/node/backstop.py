@@ -11,11 +11,22 @@ more than its cap plus ``backstop_margin_mib``, the runtime acts as configured:
 * ``evict``: writes ``<region>/evict`` (the reason) for the node's device
   plugin to evict the pod.
 
+Fail closed (``unattached``): where the library cannot load (an image whose glibc
+is too old for it, a cleared ``LD_PRELOAD``) a container's programs would run
+with no cap and no share, within their memory. So a container whose GPU processes,
+as NVML lists them, outnumber the processes its usage file shows attached, at two
+checks in a row, gets the same action once (until it is attached again), with a
+line saying so, counted in ``unattached_caught``. Slots of processes that died
+without the library freeing them count as attached until reclaimed (the check
+then errs on the lenient side).
+
 Which container a process belongs to (NVML gives host pids; a container's own
 pids, as its usage file holds them, are neither host pids nor trusted):
-:mod:`arkgpu.node.attributing`, by the identity of the container's usage file
-that the process maps, or names in ``ARKGPU_REGION_DIR`` inside its own root,
-or by the mount namespace of a process so attributed.
+:mod:`arkgpu.node.attributing`, by the pod UID its cgroup names (the one way that
+needs no CAP_SYS_PTRACE, so it sees other users' processes), by the identity of
+the container's usage file that the process maps, or names in
+``ARKGPU_REGION_DIR`` inside its own root, or by the mount namespace of a process
+so attributed.
 """
 
 from __future__ import annotations
@@ -28,7 +39,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from arkgpu.node.attributing import Attribution, usage_identity
+from arkgpu.limiter.region import read_usage
+from arkgpu.node.attributing import Attribution, pod_owners, usage_identity
 from arkgpu.node.gpus import nvml_handles
 from arkgpu.node.observing import Container
 
@@ -58,22 +70,44 @@ class Backstop:
     """pid -> CLOCK_MONOTONIC when it gets SIGKILL (``kill``)."""
     attribution: Attribution = field(default_factory=Attribution)
     """Host pid -> container (keeps the mount namespaces it learned)."""
+    unattached: bool = True
+    """Act on containers with GPU processes the library does not know (fail closed)."""
+    unattached_caught: int = 0
+    """Times a container was caught so."""
+    suspects: set[str] = field(default_factory=set)
+    """Containers with unattached GPU processes at the last check."""
+    flagged: set[str] = field(default_factory=set)
+    """Containers acted on for it (not again while it lasts)."""
 
     def check(self, containers: list[Container]) -> list[str]:
         """One pass over every GPU; returns the names of the containers caught."""
         self._finish_kills()
-        caught = []
+        caught: list[str] = []
+        suspects: set[str] = set()
         for gpu, handle in self.handles.items():
             mine = [c for c in containers if c.spec.gpu == gpu]
             held = self._held(handle, mine)
             for c in mine:
                 pids = held.get(c.name, {})
+                if self.unattached and len(pids) > _attached(c):
+                    suspects.add(c.name)
+                    self._check_unattached(c, pids)
                 cap = c.spec.memory_mib
                 if cap is None or sum(pids.values()) <= (cap + self.margin_mib) * MIB:
                     continue
                 caught.append(c.name)
-                self._act(c, pids, cap)
+                self.escapes += 1
+                self._act(c, pids, f"{sum(pids.values()) // MIB} MiB over its cap of {cap} MiB")
+        self.suspects = suspects
+        self.flagged &= suspects
         return caught
+
+    def _check_unattached(self, c: Container, pids: dict[int, int]) -> None:
+        if c.name not in self.suspects or c.name in self.flagged:
+            return  # first sight (the library may be attaching), or acted on already
+        self.flagged.add(c.name)
+        self.unattached_caught += 1
+        self._act(c, pids, f"{len(pids)} GPU processes, {_attached(c)} under the limiter")
 
     def _held(self, handle: Any, containers: list[Container]) -> dict[str, dict[int, int]]:
         import pynvml  # type: ignore[import-untyped]  # noqa: PLC0415 (the [node] extra)
@@ -83,8 +117,9 @@ class Backstop:
             identity = usage_identity(c.region)
             if identity is not None:
                 regions[identity] = c.name
+        pods = pod_owners({c.region: c.name for c in containers})
         procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
-        owners = self.attribution.owners([int(p.pid) for p in procs], regions)
+        owners = self.attribution.owners([int(p.pid) for p in procs], regions, pods)
         out: dict[str, dict[int, int]] = {}
         for proc in procs:
             name = owners.get(int(proc.pid))
@@ -92,10 +127,8 @@ class Backstop:
                 out.setdefault(name, {})[int(proc.pid)] = int(proc.usedGpuMemory or 0)
         return out
 
-    def _act(self, c: Container, pids: dict[int, int], cap: int) -> None:
-        used = sum(pids.values()) // MIB
-        reason = f"{c.name}: {used} MiB on GPU {c.spec.gpu} over its cap of {cap} MiB"
-        self.escapes += 1
+    def _act(self, c: Container, pids: dict[int, int], what: str) -> None:
+        reason = f"{c.name}: GPU {c.spec.gpu}: {what}"
         print(f"arkgpu node: backstop ({self.action}): {reason}", file=sys.stderr, flush=True)
         if self.action == "kill":
             for pid in pids:
@@ -130,6 +163,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def open_backstop(action: str, margin_mib: int, grace_s: float, gpus: list[int]) -> Backstop:
+def _attached(c: Container) -> int:
+    """Processes the container's usage file shows attached to the library (0: unreadable)."""
+    try:
+        return len(read_usage(c.region).processes)
+    except (OSError, ValueError):
+        return 0
+
+
+def open_backstop(
+    action: str, margin_mib: int, grace_s: float, gpus: list[int], unattached: bool = True
+) -> Backstop:
     """A backstop over NVML's handles of ``gpus`` (NVML stays initialised)."""
-    return Backstop(action, margin_mib, grace_s, nvml_handles(gpus))
+    return Backstop(action, margin_mib, grace_s, nvml_handles(gpus), unattached=unattached)

@@ -65,6 +65,11 @@ class NodeConfig:
     (default 64: above the driver's own per-context overhead)."""
     backstop_grace_s: float = 2.0
     """Time between SIGTERM and SIGKILL of the ``kill`` action, s (default 2)."""
+    backstop_unattached: bool = True
+    """Also act (``backstop``'s action) on a container whose GPU processes, as NVML lists
+    them, outnumber the processes its usage file shows attached to the library, two checks
+    in a row: the library did not load there (an image whose glibc it cannot use, a
+    cleared LD_PRELOAD), so the container would run without cap or share (default true)."""
     adjustment: AdjustmentConfig = field(default_factory=AdjustmentConfig)
     """The control law's parameters (table ``[adjustment]``; docs/NODE.md)."""
     calibrate: bool = True
@@ -96,6 +101,7 @@ PARSERS: dict[str, Parser] = {
     "backstop": text,
     "backstop_margin_mib": integer(0),
     "backstop_grace_s": number(0.0, 600.0),
+    "backstop_unattached": boolean,
 }
 """How each top-level field is read from TOML."""
 

@@ -39,7 +39,18 @@ class RuntimeCollector:
         )
 
         rt = self.runtime
+        stop = rt.backstop
         for name, value, text in (
+            (
+                "arkgpu_node_backstop_escapes",
+                stop.escapes if stop is not None else 0,
+                "Containers the backstop caught over their memory cap.",
+            ),
+            (
+                "arkgpu_node_backstop_unattached",
+                stop.unattached_caught if stop is not None else 0,
+                "Containers caught with GPU processes the interception library does not know.",
+            ),
             ("arkgpu_node_ticks", rt.stats.ticks, "Control periods run."),
             ("arkgpu_node_limit_writes", rt.stats.writes, "Limits files rewritten."),
             ("arkgpu_node_containers_adopted", rt.stats.adopted, "Containers adopted."),

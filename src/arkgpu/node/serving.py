@@ -37,6 +37,7 @@ def build_runtime(config: NodeConfig) -> NodeRuntime:
             config.backstop_margin_mib,
             config.backstop_grace_s,
             [g.index for g in gpus],
+            config.backstop_unattached,
         )
     return runtime
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import grpc
 
+from arkgpu.k8s.contract import InventoryGpu
 from arkgpu.k8s.dra.plugin import DraService, serve_plugin
 from arkgpu.k8s.dra.preparing import STAGING, Preparer
 from arkgpu.limiter import native, read_limits
@@ -68,10 +69,22 @@ class Claims:
         return copy.deepcopy(found) if found and namespace == "ns" else None
 
 
-def make_preparer(workdir: Path) -> Preparer:
+def fake_dev(directory: Path, names: tuple[str, ...] = ("nvidia0", "nvidiactl")) -> Path:
+    """A /dev of fake device nodes (plain files: Prepare only checks they exist)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (directory / name).touch()
+    return directory
+
+
+def make_preparer(workdir: Path, gpus: dict[int, InventoryGpu] | None = None) -> Preparer:
     regions = workdir / "regions"
     make_world_readable(regions)
-    return Preparer(regions, workdir / "cdi", DRIVER, native.limiter_library(), {0: "GPU-fake-0"})
+    dev = workdir / "dev"
+    if not dev.exists():
+        fake_dev(dev)
+    known = gpus or {0: InventoryGpu(0, "GPU-fake-0", "fake", 16_384)}
+    return Preparer(regions, workdir / "cdi", DRIVER, native.limiter_library(), known, dev)
 
 
 def start(workdir: Path, claims: Claims) -> tuple[grpc.Server, kubelet.RegisteredPlugin]:

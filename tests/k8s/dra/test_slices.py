@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from arkgpu import __version__
 from arkgpu.k8s.contract import InventoryGpu
-from arkgpu.k8s.dra.slices import devices, resource_slice
+from arkgpu.k8s.dra.slices import devices, mig_message, resource_slice
 
 V100 = InventoryGpu(0, "GPU-aaa", "Tesla V100-SXM2-16GB", 16_160, False)
 
@@ -38,15 +38,27 @@ def test_memory_and_cores_policies_stay_on_their_steps_and_under_the_capacity() 
     }
 
 
-def test_unhealthy_and_too_small_gpus_are_left_out_and_devices_sorted() -> None:
-    """A GPU NVML cannot read, or with less memory than one step, is not offered."""
+def test_unhealthy_too_small_and_mig_gpus_are_left_out_and_devices_sorted() -> None:
+    """A GPU NVML cannot read, with less memory than one step, or in MIG mode (its
+    memory and compute belong to MIG instances) is not offered."""
     gpus = [
         InventoryGpu(2, "GPU-c", "m", 8192, False),
         InventoryGpu(1, "GPU-b", "m", 8192, False, healthy=False),
         InventoryGpu(0, "GPU-a", "m", 100, False),
         InventoryGpu(3, "GPU-d", "m", 8192, True),
     ]
-    assert [d["name"] for d in devices(gpus, 256, 5)] == ["gpu-2", "gpu-3"]
+    assert [d["name"] for d in devices(gpus, 256, 5)] == ["gpu-2"]
+
+
+def test_mig_gpus_are_reported_when_they_change() -> None:
+    """One line when GPUs enter MIG mode, nothing while they stay, one when none is left."""
+    mig = [InventoryGpu(0, "GPU-a", "m", 8192), InventoryGpu(1, "GPU-b", "m", 8192, True)]
+    line, now = mig_message(mig, frozenset())
+    assert line == ("GPUs in MIG mode are not published (ArkGPU shares whole GPUs): 1 (GPU-b)")
+    assert mig_message(mig, now) == ("", now)
+    plain = [InventoryGpu(1, "GPU-b", "m", 8192)]
+    assert mig_message(plain, now) == ("no GPU is in MIG mode any more", frozenset())
+    assert mig_message(plain, frozenset()) == ("", frozenset())
 
 
 def test_the_slice_is_one_pool_per_node_with_its_generation() -> None:

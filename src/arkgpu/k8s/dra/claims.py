@@ -14,12 +14,20 @@ QoS comes from an opaque configuration of this driver whose ``parameters`` are::
     peakRps: 100                     # lc: default 0 (unknown)
     batch: 32                        # be: default 32
 
-A bad configuration raises :class:`ClaimError` with one line naming the claim and field.
+A configuration's ``requests`` name the requests it applies to (none: all); naming a
+main request covers its ``firstAvailable`` subrequests, whose results kube-scheduler
+names ``<main>/<subrequest>``. A bad configuration raises :class:`ClaimError` with
+one line naming the claim and field.
+
+Each share has a name unique in its claim (:func:`share_names`), used for its region
+folder and its CDI device: the request with ``/`` as ``_``, and ``.<n>`` when the
+request got several devices (``gpus.0``, ``gpus.1``). Request names are DNS labels,
+so neither ``_`` nor ``.`` can occur in them and two shares never get one name.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from arkgpu.k8s.contract import quantity as contract_quantity
@@ -58,7 +66,7 @@ class Share:
     """One allocated request of a claim: a share of one GPU of this node."""
 
     request: str
-    """The claim's request name."""
+    """The request the result is for: ``<main>`` or ``<main>/<subrequest>``."""
     pool: str
     """Pool (our node's name)."""
     device: str
@@ -71,11 +79,36 @@ class Share:
     """Compute share, percent of the GPU (the consumed ``cores``)."""
     qos: Qos
     """QoS from the claim's configuration."""
+    name: str = ""
+    """Name unique in the claim (region folder, CDI device): :func:`share_names`."""
+
+    @property
+    def base_request(self) -> str:
+        """The main request (what a container's ``resources.claims[].request`` names)."""
+        return base_request(self.request)
 
     @property
     def gpu_index(self) -> int:
         """The GPU's NVML index, from the device name."""
         return int(self.device.removeprefix("gpu-"))
+
+
+def base_request(request: str) -> str:
+    """``main`` for a subrequest's result ``main/sub``; a main request's name as it is."""
+    return request.split("/", 1)[0]
+
+
+def share_names(requests: list[str]) -> list[str]:
+    """Names unique in the claim for results of ``requests`` (in the allocation's order)."""
+    totals = {r: requests.count(r) for r in requests}
+    seen: dict[str, int] = {}
+    names = []
+    for request in requests:
+        n = seen.get(request, 0)
+        seen[request] = n + 1
+        safe = request.replace("/", "_")
+        names.append(safe if totals[request] == 1 else f"{safe}.{n}")
+    return names
 
 
 def quantity(text: str) -> float:
@@ -92,13 +125,12 @@ def shares(claim: dict[str, Any], driver: str) -> list[Share]:
         raise ClaimError(f"{where}: not allocated")
     devices = allocation.get("devices") or {}
     configs = devices.get("config") or []
-    out = []
-    for result in devices.get("results") or []:
-        if result.get("driver") != driver:
-            continue
-        request = str(result.get("request", ""))
-        out.append(_share(result, qos_of(configs, request, driver, where), where))
-    return out
+    ours = [r for r in devices.get("results") or [] if r.get("driver") == driver]
+    requests = [str(r.get("request", "")) for r in ours]
+    return [
+        replace(_share(result, qos_of(configs, request, driver, where), where), name=name)
+        for result, request, name in zip(ours, requests, share_names(requests), strict=True)
+    ]
 
 
 def _where(claim: dict[str, Any]) -> str:
@@ -124,13 +156,19 @@ def _share(result: dict[str, Any], qos: Qos, where: str) -> Share:
     )
 
 
+def config_applies(names: list[str], request: str) -> bool:
+    """Whether a config whose ``requests`` are ``names`` applies to a result of ``request``:
+    none named (all), the request itself, or its main request (Kubernetes' rule)."""
+    return not names or request in names or base_request(request) in names
+
+
 def qos_of(configs: list[dict[str, Any]], request: str, driver: str, where: str) -> Qos:
-    """The QoS of ``request``: the last of this driver's configs naming it (or all requests)."""
+    """The QoS of ``request``: the last of this driver's configs that applies to it."""
     chosen: dict[str, Any] | None = None
     for entry in configs:
         opaque = entry.get("opaque") or {}
-        names = entry.get("requests") or []
-        if opaque.get("driver") == driver and (not names or request in names):
+        names = [str(n) for n in entry.get("requests") or []]
+        if opaque.get("driver") == driver and config_applies(names, request):
             chosen = opaque.get("parameters") or {}
     return Qos() if chosen is None else parse_qos(chosen, where)
 

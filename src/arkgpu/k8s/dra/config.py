@@ -78,6 +78,10 @@ class DraConfig:
     cdi_dir: Path = Path("/var/run/cdi")
     """Where Prepare writes the claims' CDI specs (default /var/run/cdi, read by containerd
     and CRI-O)."""
+    dev_dir: Path = Path("/dev")
+    """The host's /dev as the driver sees it (default /dev; the chart mounts the host's at
+    /host/dev): Prepare checks there that a GPU's device nodes exist before naming them in
+    a CDI spec (written with their host paths under /dev)."""
     library_path: Path = Path("/usr/local/lib/arkgpu/libarkgpu_limiter.so")
     """Host path of the interception library, mounted read-only and preloaded (default
     /usr/local/lib/arkgpu/libarkgpu_limiter.so, as the device plugin's)."""
@@ -110,6 +114,7 @@ PARSERS: dict[str, Parser] = {
     "plugin_dir": path,
     "regions_dir": path,
     "cdi_dir": path,
+    "dev_dir": path,
     "library_path": path,
 }
 """How each field is read from TOML."""

@@ -101,7 +101,7 @@ class DraService(wire.DraServicer):
             return dra.NodePrepareResourceResponse(error=" ".join(str(exc).split()))
         devices = [
             dra.Device(
-                request_names=[p.share.request],
+                request_names=[p.share.base_request],  # a container names the main one
                 pool_name=p.share.pool,
                 device_name=p.share.device,
                 cdi_device_ids=[p.cdi_id],

@@ -1,11 +1,18 @@
 """NodePrepareResources and NodeUnprepareResources on the node: regions and CDI specs.
 
 For each share of a claim (:mod:`arkgpu.k8s.dra.claims`) Prepare creates a control
-region ``<regions_dir>/dra-<claim uid>-<request>`` with the limiter's own code
+region ``<regions_dir>/dra-<claim uid>-<share name>`` with the limiter's own code
 (memory cap = consumed ``memory``, compute share = consumed ``cores``) and the
 ``pod.json`` the node runtime reads, then writes one CDI spec
 ``<cdi_dir>/arkgpu-dra-<claim uid>.json`` whose devices give the container the
 region, the interception library, the GPU's device nodes and the environment.
+
+Device nodes: ``/dev/nvidia<minor>`` (the minor number NVML gives, which need not
+be the index) and ``/dev/nvidiactl`` must exist under ``dev_dir`` (the host's
+``/dev`` as the driver sees it), or Prepare fails naming the missing node;
+``/dev/nvidia-uvm`` and ``/dev/nvidia-uvm-tools`` are listed only when they exist
+(a listed node that is missing makes the runtime fail the container). Each is
+written with its host path.
 
 Crash safety: a region is built in ``<regions_dir>/.dra-staging/`` and renamed into
 place (atomic on one file system), and the CDI spec is written to a temporary file
@@ -24,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from arkgpu.k8s.dra.claims import Share
+from arkgpu.k8s.contract import InventoryGpu
+from arkgpu.k8s.dra.claims import ClaimError, Share
 from arkgpu.k8s.gpus import MIB
 from arkgpu.limiter.region import LIMITS_FILE, Limits, create_region
 
@@ -36,8 +44,10 @@ CDI_VERSION = "0.6.0"
 """CDI spec version written (mounts, env and device nodes need no newer one)."""
 CDI_CLASS = "claim"
 """CDI class of our devices: ids are ``<driver>/claim=<claim uid>-<request>``."""
-CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
-"""Device nodes every CUDA process needs besides its GPU's."""
+REQUIRED_CONTROL_DEVICES = ("nvidiactl",)
+"""Device nodes (in /dev) every CUDA process needs besides its GPU's: Prepare fails without."""
+OPTIONAL_CONTROL_DEVICES = ("nvidia-uvm", "nvidia-uvm-tools")
+"""Device nodes listed when the host has them (created by the driver's modules on demand)."""
 POD_FILE = "pod.json"
 """The region's description for the node runtime (``arkgpu.node.pods``)."""
 
@@ -60,12 +70,14 @@ class Preparer:
     driver: str
     library_path: Path
     """Host path of the interception library (mounted read-only, preloaded)."""
-    uuids: dict[int, str]
-    """NVML UUID of each GPU index of the node (CUDA_VISIBLE_DEVICES)."""
+    gpus: dict[int, InventoryGpu]
+    """The node's GPUs by index: UUID (CUDA_VISIBLE_DEVICES) and device minor number."""
+    dev_dir: Path = Path("/dev")
+    """The host's /dev as this process sees it (existence checks of the device nodes)."""
 
     def region_dir(self, claim_uid: str, share: Share) -> Path:
         """The region folder of one share."""
-        return self.regions_dir / f"dra-{claim_uid}-{share.request}"
+        return self.regions_dir / f"dra-{claim_uid}-{_name(share)}"
 
     def spec_path(self, claim_uid: str) -> Path:
         """The CDI spec of one claim."""
@@ -83,12 +95,31 @@ class Preparer:
         """Regions (created once) and the claim's CDI spec (rewritten, same content)."""
         meta = claim["metadata"]
         uid = str(meta["uid"])
+        try:  # before anything is written
+            nodes = [self.device_nodes(share.gpu_index) for share in shares]
+        except ClaimError as exc:
+            raise ClaimError(f"claim {meta.get('namespace')}/{meta.get('name')}: {exc}") from None
+        pods = reserved_pods(claim)
         for share in shares:
-            self._region(uid, meta, share)
-        devices = [self._cdi_device(uid, share) for share in shares]
+            self._region(uid, meta, share, pods)
+        devices = [self._cdi_device(uid, s, n) for s, n in zip(shares, nodes, strict=True)]
         spec = {"cdiVersion": CDI_VERSION, "kind": f"{self.driver}/{CDI_CLASS}", "devices": devices}
         _write_atomic(self.spec_path(uid), json.dumps(spec, indent=2))
-        return [Prepared(s, f"{self.driver}/{CDI_CLASS}={uid}-{s.request}") for s in shares]
+        return [Prepared(s, f"{self.driver}/{CDI_CLASS}={uid}-{_name(s)}") for s in shares]
+
+    def device_nodes(self, index: int) -> list[str]:
+        """The /dev paths a container of GPU ``index`` gets (ClaimError naming a missing one)."""
+        gpu = self.gpus.get(index)
+        if gpu is None:
+            raise ClaimError(f"GPU {index}: not on this node")
+        minor = gpu.index if gpu.minor is None else gpu.minor
+        required = [f"nvidia{minor}", *REQUIRED_CONTROL_DEVICES]
+        for name in required:
+            if not (self.dev_dir / name).exists():
+                where = f"GPU {index}: device node /dev/{name}"
+                raise ClaimError(f"{where} not found in {self.dev_dir}")
+        optional = [n for n in OPTIONAL_CONTROL_DEVICES if (self.dev_dir / n).exists()]
+        return [f"/dev/{n}" for n in (*required, *optional)]
 
     def unprepare(self, claim_uid: str) -> None:
         """Delete the claim's CDI spec and regions (nothing there: nothing to do)."""
@@ -96,7 +127,7 @@ class Preparer:
         for region in self.regions_dir.glob(f"dra-{claim_uid}-*"):
             shutil.rmtree(region, ignore_errors=True)
 
-    def _region(self, uid: str, meta: dict[str, Any], share: Share) -> Path:
+    def _region(self, uid: str, meta: dict[str, Any], share: Share, pods: list[str]) -> Path:
         final = self.region_dir(uid, share)
         if (final / POD_FILE).is_file():
             return final  # prepared before (a retry, or a restart after success)
@@ -104,13 +135,13 @@ class Preparer:
         shutil.rmtree(staged, ignore_errors=True)
         limits = Limits((share.memory_mib * MIB,), share_bp=share.cores * 100)
         create_region(staged, limits)
-        _write_atomic(staged / POD_FILE, json.dumps(pod_description(uid, meta, share)))
+        _write_atomic(staged / POD_FILE, json.dumps(pod_description(uid, meta, share, pods)))
         staged.rename(final)
         return final
 
-    def _cdi_device(self, uid: str, share: Share) -> dict[str, Any]:
+    def _cdi_device(self, uid: str, share: Share, nodes: list[str]) -> dict[str, Any]:
         region = self.region_dir(uid, share)
-        uuid = self.uuids.get(share.gpu_index, "")
+        uuid = self.gpus[share.gpu_index].uuid
         library = str(self.library_path)
         env = {
             "ARKGPU_REGION_DIR": str(CONTAINER_REGION),
@@ -123,17 +154,27 @@ class Preparer:
             _mount(str(region), str(CONTAINER_REGION), "rw"),
             _mount(str(region / LIMITS_FILE), str(CONTAINER_REGION / LIMITS_FILE), "ro"),
         ]
-        nodes = [f"/dev/nvidia{share.gpu_index}", *CONTROL_DEVICES]
         edits = {
             "env": [f"{k}={v}" for k, v in env.items()],
             "mounts": mounts,
-            "deviceNodes": [{"path": n} for n in nodes],
+            "deviceNodes": [{"path": n, "hostPath": n} for n in nodes],
         }
-        return {"name": f"{uid}-{share.request}", "containerEdits": edits}
+        return {"name": f"{uid}-{_name(share)}", "containerEdits": edits}
 
 
-def pod_description(uid: str, meta: dict[str, Any], share: Share) -> dict[str, Any]:
-    """``pod.json`` of a share's region, as the node runtime reads it (docs/NODE.md)."""
+def reserved_pods(claim: dict[str, Any]) -> list[str]:
+    """UIDs of the pods the claim is reserved for (``status.reservedFor``, resource pods):
+    the kubelet prepares a claim for a pod kube-scheduler reserved it for."""
+    reserved = (claim.get("status") or {}).get("reservedFor") or []
+    return [str(r["uid"]) for r in reserved if r.get("resource") == "pods" and r.get("uid")]
+
+
+def pod_description(
+    uid: str, meta: dict[str, Any], share: Share, pods: list[str] | None = None
+) -> dict[str, Any]:
+    """``pod.json`` of a share's region, as the node runtime reads it (docs/NODE.md);
+    ``pod_uids``: the pods using the claim when it was prepared (the backstop's cgroup
+    attribution, :mod:`arkgpu.node.attributing`)."""
     qos = share.qos
     body: dict[str, Any] = {
         "kind": qos.kind,
@@ -141,12 +182,18 @@ def pod_description(uid: str, meta: dict[str, Any], share: Share) -> dict[str, A
         "model": qos.model,
         "memory_mib": share.memory_mib,
         "claim": {"namespace": meta.get("namespace", ""), "name": meta.get("name"), "uid": uid},
+        "pod_uids": pods or [],
     }
     if qos.kind == "lc":
         body.update(target_ms=qos.target_ms, peak_rps=qos.peak_rps, max_batch=qos.max_batch)
     else:
         body["batch"] = qos.batch
     return body
+
+
+def _name(share: Share) -> str:
+    """The share's name in its claim (a Share made without one: from its request)."""
+    return share.name or share.request.replace("/", "_")
 
 
 def _mount(host: str, container: str, mode: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from arkgpu.k8s.contract import InventoryGpu
 from arkgpu.k8s.dra.config import DraConfig
 from arkgpu.k8s.dra.ordering import device_loads, ordered
 from arkgpu.k8s.dra.publishing import KubernetesClaimList, KubernetesSlices, Publisher
-from arkgpu.k8s.dra.slices import devices
+from arkgpu.k8s.dra.slices import devices, mig_message
 from arkgpu.k8s.gpus import AssumedGpus, GpuSource, NvmlGpus
 
 
@@ -38,9 +38,14 @@ def start_plugin(config: DraConfig, client: Any, found: Sequence[InventoryGpu]) 
     from arkgpu.k8s.dra.plugin import DraService, KubernetesClaims, serve_plugin  # noqa: PLC0415
     from arkgpu.k8s.dra.preparing import Preparer  # noqa: PLC0415 (grpc only when served)
 
-    uuids = {g.index: g.uuid for g in found}
+    gpus = {g.index: g for g in found}
     preparer = Preparer(
-        config.regions_dir, config.cdi_dir, config.driver_name, config.library_path, uuids
+        config.regions_dir,
+        config.cdi_dir,
+        config.driver_name,
+        config.library_path,
+        gpus,
+        config.dev_dir,
     )
     for left in preparer.recover():
         _say(f"removed {left}, left half-built by an earlier run")
@@ -74,14 +79,21 @@ def serve(config: DraConfig) -> int:
     found = source.scan()
     server = start_plugin(config, client, found) if config.kubelet_plugin else None
     claims = KubernetesClaimList(client) if config.device_order == "pack" else None
+    line, mig = mig_message(found, frozenset())
+    if line:
+        _say(line)
     first = publisher.reconcile(slice_devices(config, found, claims))
     _say(f"{first} {publisher.name} ({len(found)} GPUs, {config.device_order} order)")
     while not stop.wait(config.resync_s):
         try:
-            outcome = publisher.reconcile(slice_devices(config, source.scan(), claims))
+            found = source.scan()
+            line, mig = mig_message(found, mig)
+            outcome = publisher.reconcile(slice_devices(config, found, claims))
         except Exception as exc:  # the API server or NVML may be away a while
             _say(f"resync failed, retrying in {config.resync_s:g} s: {exc}")
             continue
+        if line:
+            _say(line)
         if outcome != "unchanged":
             _say(f"{outcome} {publisher.name}")
     if server is not None:

@@ -1,6 +1,7 @@
 """The ResourceSlice (resource.k8s.io/v1) of one node's GPUs, as plain JSON. Pure.
 
-One pool per node (named after it), one slice in the pool, one device per healthy GPU:
+One pool per node (named after it), one slice in the pool, one device per healthy GPU
+not in MIG mode:
 ``allowMultipleAllocations: true`` and two consumable capacities (KEP-5075, beta and
 on by default since Kubernetes 1.36), each with a request policy:
 
@@ -91,9 +92,25 @@ def device(gpu: InventoryGpu, memory_step_mib: int, cores_step: int) -> dict[str
 def devices(
     gpus: Sequence[InventoryGpu], memory_step_mib: int, cores_step: int
 ) -> list[dict[str, Any]]:
-    """The devices of the healthy GPUs with enough memory for one step, by index."""
-    usable = [g for g in gpus if g.healthy and g.memory_mib >= memory_step_mib]
+    """The devices of the healthy GPUs with enough memory for one step, by index; a GPU
+    in MIG mode is left out (its memory and compute belong to MIG instances, which the
+    limiter does not share; :func:`mig_message` says so)."""
+    usable = [g for g in gpus if g.healthy and not g.mig and g.memory_mib >= memory_step_mib]
     return [device(g, memory_step_mib, cores_step) for g in sorted(usable, key=lambda g: g.index)]
+
+
+def mig_message(
+    found: Sequence[InventoryGpu], before: frozenset[int]
+) -> tuple[str, frozenset[int]]:
+    """A line naming the GPUs in MIG mode (left out of the slice) when they changed since
+    ``before`` ("" when not), and the indices now in MIG mode."""
+    now = frozenset(g.index for g in found if g.mig)
+    if now == before:
+        return "", now
+    if not now:
+        return "no GPU is in MIG mode any more", now
+    listed = ", ".join(f"{g.index} ({g.uuid})" for g in found if g.mig)
+    return f"GPUs in MIG mode are not published (ArkGPU shares whole GPUs): {listed}", now
 
 
 def resource_slice(

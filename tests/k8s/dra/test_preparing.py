@@ -1,0 +1,169 @@
+"""Prepare of claims beyond one plain request: ``firstAvailable`` subrequests, a request
+for several devices, configuration aimed at a main request, and the device nodes
+(minor numbers, host paths, existence) of the CDI spec."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arkgpu.k8s.contract import InventoryGpu
+from arkgpu.k8s.dra.claims import ClaimError, Qos, share_names, shares
+from arkgpu.limiter import read_limits
+from arkgpu.node.pods import parse_pod
+
+from . import kubelet
+from .test_plugin import DRIVER, MIB, Claims, allocated_claim, fake_dev, make_preparer, start
+
+CDI_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?$")
+"""A CDI device name: alphanumerics, '_', '-', '.', ':' (no '/'), alphanumeric at both ends."""
+
+TWO_GPUS = {
+    0: InventoryGpu(0, "GPU-fake-0", "fake", 16_384, minor=0),
+    1: InventoryGpu(1, "GPU-fake-1", "fake", 16_384, minor=1),
+}
+
+
+def result(request: str, device: str, share: str, memory: str = "2Gi") -> dict[str, Any]:
+    """One allocation result of ours on ``device``."""
+    return {
+        "request": request,
+        "driver": DRIVER,
+        "pool": "node-1",
+        "device": device,
+        "shareID": share,
+        "consumedCapacity": {"memory": memory, "cores": "20"},
+    }
+
+
+def claim_with(*results: dict[str, Any]) -> dict[str, Any]:
+    """The test claim (LC config for requests ["gpu"]) with these results."""
+    claim = allocated_claim()
+    claim["status"]["allocation"]["devices"]["results"] = list(results)
+    return claim
+
+
+def spec_of(workdir: Path) -> dict[str, Any]:
+    return dict(json.loads((workdir / "cdi" / "arkgpu-dra-uid-1.json").read_text()))
+
+
+def test_a_first_available_result_gets_a_valid_region_and_cdi_name_and_the_main_config(
+    workdir: Path,
+) -> None:
+    """kube-scheduler names the result ``gpu/large``: the region is one folder, the CDI
+    name has no '/', the LC config aimed at ``gpu`` applies, the kubelet hears ``gpu``."""
+    claim = claim_with(result("gpu/large", "gpu-0", "s1", "8Gi"))
+    [share] = shares(claim, DRIVER)
+    assert share.qos == Qos("lc", "resnet50", target_ms=40.0, max_batch=4)
+    assert (share.name, share.base_request) == ("gpu_large", "gpu")
+    [prepared] = make_preparer(workdir).prepare(claim, [share])
+    region = workdir / "regions" / "dra-uid-1-gpu_large"
+    assert read_limits(region).memory_bytes[0] == 8 * 1024 * MIB
+    pod = parse_pod("c", json.loads((region / "pod.json").read_text()), "pod.json")
+    assert (pod.kind, pod.target_ms) == ("lc", 40.0)
+    [device] = spec_of(workdir)["devices"]
+    assert CDI_NAME.match(device["name"]), device["name"]
+    assert prepared.cdi_id == f"{DRIVER}/claim={device['name']}"
+
+
+def test_a_request_for_two_devices_gets_two_regions_and_two_cdi_devices(workdir: Path) -> None:
+    """Two results of one request (two GPUs, or one GPU twice): each its own region, cap
+    and CDI device, none overwriting the other."""
+    claim = claim_with(
+        result("gpu", "gpu-0", "s1", "2Gi"),
+        result("gpu", "gpu-1", "s2", "3Gi"),
+        result("gpu", "gpu-1", "s3", "4Gi"),
+    )
+    fake_dev(workdir / "dev", ("nvidia0", "nvidia1", "nvidiactl"))
+    prepared = make_preparer(workdir, TWO_GPUS).prepare(claim, shares(claim, DRIVER))
+    names = ["gpu.0", "gpu.1", "gpu.2"]
+    caps = [read_limits(workdir / "regions" / f"dra-uid-1-{n}").memory_bytes[0] for n in names]
+    assert caps == [2048 * MIB, 3072 * MIB, 4096 * MIB]
+    devices = spec_of(workdir)["devices"]
+    assert [d["name"] for d in devices] == [f"uid-1-{n}" for n in names]
+    assert len({p.cdi_id for p in prepared}) == 3
+    env = [dict(e.split("=", 1) for e in d["containerEdits"]["env"]) for d in devices]
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in env] == ["GPU-fake-0", "GPU-fake-1", "GPU-fake-1"]
+
+
+def test_share_names_are_unique_and_keep_a_single_result_plain() -> None:
+    assert share_names(["a", "b/x", "c", "c", "d/y", "d/y"]) == [
+        "a",
+        "b_x",
+        "c.0",
+        "c.1",
+        "d_y.0",
+        "d_y.1",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("requests", "applies"),
+    [([], True), (["gpu"], True), (["gpu/large"], True), (["gpu/small"], False), (["x"], False)],
+)
+def test_a_config_for_the_main_request_covers_its_subrequests(
+    requests: list[str], applies: bool
+) -> None:
+    """Kubernetes' rule: ``main`` covers ``main/<any>``; ``main/sub`` covers that one only."""
+    claim = claim_with(result("gpu/large", "gpu-0", "s1"))
+    claim["status"]["allocation"]["devices"]["config"][0]["requests"] = requests
+    [share] = shares(claim, DRIVER)
+    assert (share.qos.kind == "lc") is applies
+
+
+def test_device_nodes_use_the_minor_number_host_paths_and_only_existing_uvm_nodes(
+    workdir: Path,
+) -> None:
+    """GPU index 0 whose node is /dev/nvidia3; nvidia-uvm is there, nvidia-uvm-tools not."""
+    fake_dev(workdir / "dev", ("nvidia3", "nvidiactl", "nvidia-uvm"))
+    gpus = {0: InventoryGpu(0, "GPU-fake-0", "fake", 16_384, minor=3)}
+    claim = claim_with(result("gpu", "gpu-0", "s1"))
+    make_preparer(workdir, gpus).prepare(claim, shares(claim, DRIVER))
+    [device] = spec_of(workdir)["devices"]
+    nodes = device["containerEdits"]["deviceNodes"]
+    assert nodes == [
+        {"path": p, "hostPath": p} for p in ("/dev/nvidia3", "/dev/nvidiactl", "/dev/nvidia-uvm")
+    ]
+
+
+@pytest.mark.parametrize("missing", ["nvidia3", "nvidiactl"])
+def test_a_missing_gpu_or_control_node_fails_prepare_before_anything_is_written(
+    workdir: Path, missing: str
+) -> None:
+    present = tuple(n for n in ("nvidia3", "nvidiactl") if n != missing)
+    fake_dev(workdir / "dev", present)
+    gpus = {0: InventoryGpu(0, "GPU-fake-0", "fake", 16_384, minor=3)}
+    claim = claim_with(result("gpu", "gpu-0", "s1"))
+    with pytest.raises(ClaimError, match=rf"^claim ns/infer: GPU 0: device node /dev/{missing} "):
+        make_preparer(workdir, gpus).prepare(claim, shares(claim, DRIVER))
+    assert not (workdir / "cdi").exists()
+    assert [p.name for p in (workdir / "regions").iterdir()] == []
+
+
+def test_the_kubelet_hears_the_main_request_of_a_subrequest_result(workdir: Path) -> None:
+    """A container's ``resources.claims[].request`` names ``gpu``: the device must say so."""
+    server, plugin = start(workdir, Claims(claim_with(result("gpu/large", "gpu-0", "s1"))))
+    try:
+        response = kubelet.prepare(plugin, [("ns", "infer", "uid-1")]).claims["uid-1"]
+        assert response.error == ""
+        [device] = response.devices
+        assert list(device.request_names) == ["gpu"]
+        assert list(device.cdi_device_ids) == [f"{DRIVER}/claim=uid-1-gpu_large"]
+    finally:
+        server.stop(None)
+
+
+def test_the_region_names_the_pods_the_claim_is_reserved_for(workdir: Path) -> None:
+    """``pod_uids`` in pod.json: the backstop attributes processes by their pod's cgroup."""
+    claim = claim_with(result("gpu", "gpu-0", "s1"))
+    claim["status"]["reservedFor"] = [
+        {"resource": "pods", "name": "infer-0", "uid": "pod-uid-1"},
+        {"resource": "jobs", "name": "other", "uid": "job-uid"},
+    ]
+    make_preparer(workdir).prepare(claim, shares(claim, DRIVER))
+    body = json.loads((workdir / "regions" / "dra-uid-1-gpu" / "pod.json").read_text())
+    assert body["pod_uids"] == ["pod-uid-1"]
