@@ -51,7 +51,7 @@ done
 
 # The stamp names what was built: every version, the wrappers and the image packer.
 STAMP_WANT="k8s v$K8S_VERSION containerd v$CONTAINERD_VERSION runc v$RUNC_VERSION cni v$CNI_VERSION"
-STAMP_WANT+=" $(cat "$WRAPPERS"/*/main.go "$HERE/oci-archive.py" | cksum | cut -d' ' -f1)"
+STAMP_WANT+=" $(cat "$WRAPPERS"/*/main.go "$HERE/imagebuild/pack.py" "$HERE/imagebuild/oci.py" | cksum | cut -d' ' -f1)"
 built() { [[ -f "$CACHE/bin/.stamp" && "$(cat "$CACHE/bin/.stamp")" == "$STAMP_WANT" ]]; }
 if built; then
     echo "$CACHE/bin"
@@ -103,7 +103,7 @@ timed "CNI plugins v$CNI_VERSION" env GOBIN="$CACHE/cni" "${GO[@]}" install -ldf
 # --- the pause image: kubernetes' pause.c, static, alone in a one-layer image.
 timed "pause image $PAUSE_IMAGE" gcc -Os -static -Wall -DVERSION="arkgpu-$K8S_VERSION" \
     -o "$CACHE/images/pause" "$KDIR/build/pause/linux/pause.c"
-python3 "$HERE/oci-archive.py" "$CACHE/images/pause.tar" "$PAUSE_IMAGE" /pause "$CACHE/images/pause=/pause"
+python3 "$HERE/imagebuild/pack.py" "$CACHE/images/pause.tar" "$PAUSE_IMAGE" /pause "$CACHE/images/pause=/pause"
 echo "$PAUSE_IMAGE" > "$CACHE/images/pause.name"
 
 echo "$STAMP_WANT" > "$CACHE/bin/.stamp"
