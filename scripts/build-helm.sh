@@ -20,6 +20,8 @@ set -euo pipefail
 HELM_VERSION="${ARKGPU_HELM_VERSION:-4.3.2}"
 MODULE="helm.sh/helm/v${HELM_VERSION%%.*}"
 CACHE="${ARKGPU_HELM_CACHE:-$HOME/.cache/arkgpu/helm/v$HELM_VERSION}"
+# shellcheck source=lib/go-build.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib/go-build.sh"
 
 CHECK=0
 case "${1:-}" in
@@ -27,7 +29,7 @@ case "${1:-}" in
     --check) CHECK=1 ;;
     *) echo "build-helm: unknown argument '$1' (only --check)" >&2; exit 2 ;;
 esac
-command -v go >/dev/null || { echo "build-helm: 'go' not found on PATH (Go >= 1.26 is needed)" >&2; exit 2; }
+go_require build-helm
 [[ "$HELM_VERSION" =~ ^4\.[0-9]+\.[0-9]+$ ]] || { echo "build-helm: ARKGPU_HELM_VERSION must be a helm 4 release such as 4.3.2, not '$HELM_VERSION'" >&2; exit 2; }
 
 STAMP_WANT="$MODULE v$HELM_VERSION"
@@ -37,21 +39,13 @@ if built; then
     exit 0
 fi
 [[ "$CHECK" == 1 ]] && exit 1
-# One build at a time per cache (several checkouts may run their tests at once);
-# whoever waited finds the other's build done.
-mkdir -p "$CACHE"
-exec 9>"$CACHE/.lock"
-if ! flock -n 9; then
-    echo "build-helm: waiting for another build in $CACHE" >&2
-    flock 9
-fi
+cache_lock build-helm "$CACHE"
 if built; then
     echo "$CACHE/bin"
     exit 0
 fi
 
-export GOTOOLCHAIN=local GOFLAGS=-trimpath GOMAXPROCS="${GOMAXPROCS:-2}" CGO_ENABLED=0
-GO=(nice -n 19 go)
+go_setup
 rm -rf "$CACHE/bin" "$CACHE/tmp"
 mkdir -p "$CACHE/tmp"
 

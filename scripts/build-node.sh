@@ -29,8 +29,9 @@ K8S_VERSION="${ARKGPU_K8S_VERSION:-1.37.2}"
 CONTAINERD_VERSION="${ARKGPU_CONTAINERD_VERSION:-2.4.2}"
 RUNC_VERSION="${ARKGPU_RUNC_VERSION:-1.5.3}"
 CNI_VERSION="${ARKGPU_CNI_VERSION:-1.10.0}"
-STAGING_VERSION="0.${K8S_VERSION#1.}"   # k8s.io/api etc.: v0.37.2 for v1.37.2
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib/go-build.sh
+source "$HERE/lib/go-build.sh"
 WRAPPERS="$HERE/node"
 CACHE="${ARKGPU_NODE_CACHE:-$HOME/.cache/arkgpu/node/v$K8S_VERSION}"
 K8S_BINARIES=(kubelet kube-controller-manager kubectl)
@@ -43,28 +44,21 @@ case "${1:-}" in
     --check) CHECK=1 ;;
     *) echo "build-node: unknown argument '$1' (only --check)" >&2; exit 2 ;;
 esac
-command -v go >/dev/null || { echo "build-node: 'go' not found on PATH (Go >= 1.26 is needed)" >&2; exit 2; }
+go_require build-node
 for b in "${K8S_BINARIES[@]}"; do
     [[ -f "$WRAPPERS/$b/main.go" ]] || { echo "build-node: missing $WRAPPERS/$b/main.go" >&2; exit 2; }
 done
 
 # The stamp names what was built: every version, the wrappers and the image packer.
 STAMP_WANT="k8s v$K8S_VERSION containerd v$CONTAINERD_VERSION runc v$RUNC_VERSION cni v$CNI_VERSION"
-STAMP_WANT+=" $(cat "$WRAPPERS"/*/main.go "$HERE/oci-archive.py" | cksum | cut -d' ' -f1)"
+STAMP_WANT+=" $(cat "$WRAPPERS"/*/main.go "$HERE/imagebuild/pack.py" "$HERE/imagebuild/oci.py" | cksum | cut -d' ' -f1)"
 built() { [[ -f "$CACHE/bin/.stamp" && "$(cat "$CACHE/bin/.stamp")" == "$STAMP_WANT" ]]; }
 if built; then
     echo "$CACHE/bin"
     exit 0
 fi
 [[ "$CHECK" == 1 ]] && exit 1
-# One build at a time per cache (several checkouts may run their tests at once);
-# whoever waited finds the other's build done.
-mkdir -p "$CACHE"
-exec 9>"$CACHE/.lock"
-if ! flock -n 9; then
-    echo "build-node: waiting for another build in $CACHE" >&2
-    flock 9
-fi
+cache_lock build-node "$CACHE"
 if built; then
     echo "$CACHE/bin"
     exit 0
@@ -78,8 +72,7 @@ if [[ ! -f /usr/include/seccomp.h ]]; then
 fi
 command -v gcc >/dev/null || { echo "build-node: 'gcc' not found on PATH (the pause image is built from C)" >&2; exit 2; }
 
-export GOTOOLCHAIN=local GOFLAGS=-trimpath GOMAXPROCS="${GOMAXPROCS:-2}" CGO_ENABLED=0
-GO=(nice -n 19 go)
+go_setup
 mkdir -p "$CACHE/cmd" "$CACHE/bin" "$CACHE/cni" "$CACHE/images"
 rm -f "$CACHE/bin/.stamp"
 timed() {  # timed WHAT COMMAND...: runs it and says how long it took
@@ -91,41 +84,9 @@ timed() {  # timed WHAT COMMAND...: runs it and says how long it took
 }
 
 # --- kubelet, kube-controller-manager, kubectl: a wrapper module, as for the control plane.
-for b in "${K8S_BINARIES[@]}"; do
-    mkdir -p "$CACHE/cmd/$b"
-    cp "$WRAPPERS/$b/main.go" "$CACHE/cmd/$b/main.go"
-done
-echo "build-node: resolving k8s.io/kubernetes v$K8S_VERSION in $CACHE" >&2
-if ! KJSON="$(cd "$CACHE" && "${GO[@]}" mod download -json "k8s.io/kubernetes@v$K8S_VERSION")"; then
-    why="$(printf '%s\n' "$KJSON" | sed -n 's/^[[:space:]]*"Error": "\(.*\)",*$/\1/p')"
-    echo "build-node: cannot fetch k8s.io/kubernetes@v$K8S_VERSION from $(go env GOPROXY): ${why:-see above}" >&2
-    exit 1
-fi
-KMOD="$(printf '%s\n' "$KJSON" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
-KDIR="$(printf '%s\n' "$KJSON" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
-[[ -f "$KMOD" ]] || { echo "build-node: no go.mod for k8s.io/kubernetes@v$K8S_VERSION in the module cache" >&2; exit 1; }
-{
-    echo "module arkgpu.local/node"
-    echo
-    echo "go 1.26.0"
-    echo
-    echo "require k8s.io/kubernetes v$K8S_VERSION"
-    echo
-    echo "replace ("
-    # As a dependency each staging module (./staging/src/...) is the published v0.x module.
-    sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/src/k8s.io/[a-z0-9-]*$#\t\1 => \1 v'"$STAGING_VERSION"'#p' "$KMOD"
-    echo ")"
-} > "$CACHE/go.mod"
-(cd "$CACHE" && "${GO[@]}" mod tidy)
-LDFLAGS="-s -w -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION"
-LDFLAGS+=" -X k8s.io/component-base/version.gitMajor=1"
-LDFLAGS+=" -X k8s.io/component-base/version.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2)"
-LDFLAGS+=" -X k8s.io/component-base/version.gitTreeState=clean"
-for b in "${K8S_BINARIES[@]}"; do
-    timed "$b (v$K8S_VERSION)" bash -c 'cd "$1" && shift && "$@"' _ "$CACHE" \
-        "${GO[@]}" build -ldflags="$LDFLAGS" -o "bin/$b.tmp" "./cmd/$b"
-    mv "$CACHE/bin/$b.tmp" "$CACHE/bin/$b"
-done
+copy_wrappers "$CACHE" "$WRAPPERS" "${K8S_BINARIES[@]}"
+k8s_module build-node "$CACHE" arkgpu.local/node "$K8S_VERSION"
+k8s_build build-node "$CACHE" "$K8S_VERSION" "${K8S_BINARIES[@]}"
 
 # --- containerd, ctr and the runc shim; runc; the CNI plugins: built as published.
 CTRD=github.com/containerd/containerd/v2
@@ -142,7 +103,7 @@ timed "CNI plugins v$CNI_VERSION" env GOBIN="$CACHE/cni" "${GO[@]}" install -ldf
 # --- the pause image: kubernetes' pause.c, static, alone in a one-layer image.
 timed "pause image $PAUSE_IMAGE" gcc -Os -static -Wall -DVERSION="arkgpu-$K8S_VERSION" \
     -o "$CACHE/images/pause" "$KDIR/build/pause/linux/pause.c"
-python3 "$HERE/oci-archive.py" "$CACHE/images/pause.tar" "$PAUSE_IMAGE" /pause "$CACHE/images/pause=/pause"
+python3 "$HERE/imagebuild/pack.py" "$CACHE/images/pause.tar" "$PAUSE_IMAGE" /pause "$CACHE/images/pause=/pause"
 echo "$PAUSE_IMAGE" > "$CACHE/images/pause.name"
 
 echo "$STAMP_WANT" > "$CACHE/bin/.stamp"

@@ -98,21 +98,28 @@ def walk(root: Path) -> Iterator[Path]:
             yield from walk(entry)
 
 
-def _tarinfo(archive: tarfile.TarFile, path: Path, name: str, epoch: int) -> tarfile.TarInfo:
+def _tarinfo(
+    archive: tarfile.TarFile, path: Path, name: str, epoch: int, owner: int | None
+) -> tarfile.TarInfo:
     info = archive.gettarinfo(str(path), arcname=name)
     info.mtime = min(int(info.mtime), epoch)
     info.uname = info.gname = ""
+    if owner is not None:
+        info.uid = info.gid = owner
     return info
 
 
-def _add_tree(archive: tarfile.TarFile, root: Path, epoch: int, prefix: str) -> None:
+def _add_tree(
+    archive: tarfile.TarFile, root: Path, epoch: int, prefix: str, owner: int | None
+) -> None:
     if prefix:
-        archive.addfile(_tarinfo(archive, root, prefix.rstrip("/"), epoch))
+        archive.addfile(_tarinfo(archive, root, prefix.rstrip("/"), epoch, owner))
     for path in walk(root):
         mode = path.lstat().st_mode
         if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
             continue  # device nodes, sockets, fifos: the runtime's business
-        info = _tarinfo(archive, path, prefix + path.relative_to(root).as_posix(), epoch)
+        name = prefix + path.relative_to(root).as_posix()
+        info = _tarinfo(archive, path, name, epoch, owner)
         if info.isreg():
             with path.open("rb") as data:
                 archive.addfile(info, data)
@@ -120,10 +127,18 @@ def _add_tree(archive: tarfile.TarFile, root: Path, epoch: int, prefix: str) -> 
             archive.addfile(info)
 
 
-def write_layer(root: Path, blobs: Path, epoch: int, comment: str, prefix: str = "") -> Layer:
+def write_layer(
+    root: Path,
+    blobs: Path,
+    epoch: int,
+    comment: str,
+    prefix: str = "",
+    owner: int | None = None,
+) -> Layer:
     """Write ``root`` as a gzip'd tar blob into ``blobs`` (named by its digest), its
     entries named ``prefix`` + their path under ``root`` (``root`` itself too
-    when there is a prefix)."""
+    when there is a prefix); ``owner``: the numeric user and group of every
+    entry (default: each file's own)."""
     blobs.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=blobs, delete=False) as out:
         compressed = _Hashing(out)
@@ -131,7 +146,7 @@ def write_layer(root: Path, blobs: Path, epoch: int, comment: str, prefix: str =
                            compresslevel=GZIP_LEVEL) as zipped:  # fmt: skip
             plain = _Hashing(zipped)
             with tarfile.open(fileobj=plain, mode="w|", format=tarfile.PAX_FORMAT) as archive:  # type: ignore[call-overload]
-                _add_tree(archive, root, epoch, prefix)
+                _add_tree(archive, root, epoch, prefix, owner)
     digest = compressed.sha.hexdigest()
     os.replace(out.name, blobs / digest)
     os.chmod(blobs / digest, 0o644)

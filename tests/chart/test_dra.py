@@ -60,7 +60,7 @@ def test_never_both_daemonsets_on_one_node(docs: list[Manifest]) -> None:
 
 
 def test_driver_configuration_matches_the_mounts(docs: list[Manifest]) -> None:
-    """dra-driver.toml loads; its sockets, CDI and regions folders are host-mounted."""
+    """dra-driver.toml loads; its sockets, CDI, regions and preload folders are host-mounted."""
     daemonset = find(docs, "DaemonSet", f"{PREFIX}-dra")
     text = config_map_file(docs, f"{PREFIX}-dra", "dra-driver.toml")
     config = config_from_dict(tomllib.loads(text), "dra-driver.toml", {"NODE_NAME": "n1"})
@@ -73,6 +73,7 @@ def test_driver_configuration_matches_the_mounts(docs: list[Manifest]) -> None:
         "cdi": "/var/run/cdi",
         "regions": "/run/arkgpu/regions",
         "library": "/usr/local/lib/arkgpu",
+        "preload": "/run/arkgpu/preload",
         "host-dev": "/dev",
     }
     driver = container(daemonset, "dra-driver")
@@ -82,6 +83,7 @@ def test_driver_configuration_matches_the_mounts(docs: list[Manifest]) -> None:
     assert Path(mounts["plugin"]) == config.dra_socket.parent
     assert Path(mounts["cdi"]) == config.cdi_dir
     assert Path(mounts["regions"]) == config.regions_dir
+    assert Path(mounts["preload"]) == config.preload_file.parent == Path(host["preload"])
     assert Path(mounts["host-dev"]) == config.dev_dir  # Prepare's device node checks
     assert next(m for m in driver["volumeMounts"] if m["name"] == "host-dev")["readOnly"]
     assert config.library_path.parent == Path(host["library"])

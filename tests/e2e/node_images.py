@@ -3,7 +3,7 @@
 It holds ``/bin/sh``, ``sleep`` and the project's CUDA driver client ``arkgpu-cubench`` with
 the C libraries they load (found with ``ldd``), and no GPU driver: the driver
 comes from the node through CDI, as with NVIDIA's toolkit. Packed as an OCI
-archive by ``scripts/oci-archive.py`` (the packer the node build uses).
+archive by ``scripts/imagebuild/pack.py`` (the packer the node build uses).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .controlplane import REPO
 
 WORKLOAD_IMAGE = "arkgpu.local/e2e-cuda-workload:test"
 """The image's name in the node's containerd."""
-PACKER = REPO / "scripts" / "oci-archive.py"
+PACKER = REPO / "scripts" / "imagebuild" / "pack.py"
 
 
 def _libraries(binary: Path) -> list[Path]:

@@ -80,7 +80,7 @@ def dra_node(
         f'node_name = "{node}"\nkubeconfig = "{control_plane.admin_kubeconfig}"\nresync_s = 1\n'
         f'registry_dir = "{node_dir}/registry"\nplugin_dir = "{node_dir}/plugin"\n'
         f'regions_dir = "{node_dir}/regions"\ncdi_dir = "{node_dir}/cdi"\n'
-        f'dev_dir = "{node_dir}/dev"\n'
+        f'dev_dir = "{node_dir}/dev"\npreload_file = "{node_dir}/preload/ld.so.preload"\n'
     )
     (node_dir / "dev").mkdir()  # the fake GPU's device nodes (Prepare checks they exist)
     for name in ("nvidia0", "nvidiactl"):

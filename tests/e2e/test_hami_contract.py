@@ -318,9 +318,14 @@ def test_a_pod_that_fits_nowhere_says_why_in_its_events_intact(cluster: Cluster,
             said = [m for m in _events(cluster, name) if m.startswith("FailedScheduling: ")]
             return said[0].removeprefix("FailedScheduling: ") if said else None
 
+        def condition() -> Any:
+            pod = core.read_namespaced_pod(name, cluster.namespace)
+            found = [c for c in pod.status.conditions or [] if c.type == "PodScheduled"]
+            return found[0] if found else None
+
         message = wait_for(event, BIND_TIMEOUT_S, f"FailedScheduling of {name}")
-        conditions = core.read_namespaced_pod(name, cluster.namespace).status.conditions or []
-        (scheduled,) = [c for c in conditions if c.type == "PodScheduled"]
+        # kube-scheduler records the event and patches the condition separately: wait for both.
+        scheduled = wait_for(condition, BIND_TIMEOUT_S, f"PodScheduled condition of {name}")
         assert message == scheduled.message
         assert "%" not in message
         said = text.format(ns=cluster.namespace, name=name, node=cluster.node)

@@ -27,14 +27,15 @@ def test_a_file_sets_every_field(tmp_path: Path) -> None:
         'node_name = "n1"\nkubeconfig = "/k"\nnvml = false\ngpus = 2\n'
         "gpu_memory_mib = 8192\nmemory_step_mib = 512\ncores_step = 10\nresync_s = 2.5\n"
         'driver_name = "gpu.example.com"\ndelete_on_exit = false\ndevice_order = "pack"\n'
-        'dev_dir = "/host/dev"\n'
+        'dev_dir = "/host/dev"\npreload_file = "/run/p/ld.so.preload"\n'
     )
     config = load_config(file, {})
     assert (config.node_name, config.kubeconfig, config.gpus) == ("n1", Path("/k"), 2)
     assert (config.memory_step_mib, config.cores_step, config.resync_s) == (512, 10, 2.5)
     assert (config.driver_name, config.delete_on_exit) == ("gpu.example.com", False)
     assert (config.device_order, config.dev_dir) == ("pack", Path("/host/dev"))
-    assert len(field_names()) == 18
+    assert config.preload_file == Path("/run/p/ld.so.preload")
+    assert len(field_names()) == 19
 
 
 @pytest.mark.parametrize(

@@ -84,7 +84,9 @@ def make_preparer(workdir: Path, gpus: dict[int, InventoryGpu] | None = None) ->
     if not dev.exists():
         fake_dev(dev)
     known = gpus or {0: InventoryGpu(0, "GPU-fake-0", "fake", 16_384)}
-    return Preparer(regions, workdir / "cdi", DRIVER, native.limiter_library(), known, dev)
+    preload = workdir / "preload" / "ld.so.preload"
+    library = native.limiter_library()
+    return Preparer(regions, workdir / "cdi", DRIVER, library, known, dev, preload)
 
 
 def start(workdir: Path, claims: Claims) -> tuple[grpc.Server, kubelet.RegisteredPlugin]:
@@ -104,8 +106,9 @@ def container_of(spec: dict[str, Any], workdir: Path) -> tuple[FakeContainer, di
     env = dict(item.split("=", 1) for item in edits["env"])
     mounts = {m["containerPath"]: m["hostPath"] for m in edits["mounts"]}
     region = Path(mounts[env["ARKGPU_REGION_DIR"]])
-    assert env["LD_PRELOAD"] == str(native.limiter_library())
-    extra = {k: v for k, v in env.items() if k != "LD_PRELOAD"} | {"ARKGPU_REGION_DIR": str(region)}
+    assert "LD_PRELOAD" not in env
+    assert Path(mounts["/etc/ld.so.preload"]).read_text() == f"{native.limiter_library()}\n"
+    extra = env | {"ARKGPU_REGION_DIR": str(region)}
     fake = workdir / "fakegpu"
     if not fake.exists():
         fake.touch()

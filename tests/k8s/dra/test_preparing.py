@@ -167,3 +167,28 @@ def test_the_region_names_the_pods_the_claim_is_reserved_for(workdir: Path) -> N
     make_preparer(workdir).prepare(claim, shares(claim, DRIVER))
     body = json.loads((workdir / "regions" / "dra-uid-1-gpu" / "pod.json").read_text())
     assert body["pod_uids"] == ["pod-uid-1"]
+
+
+def test_the_limiter_comes_from_the_preload_file_mounted_at_etc_ld_so_preload(
+    workdir: Path,
+) -> None:
+    """Issue 32 item 9 on the DRA path: no ``LD_PRELOAD`` in the CDI edits (the pod's own
+    stays the pod's); the driver's preload file, naming the library, is mounted read-only
+    at /etc/ld.so.preload beside the library itself."""
+    preparer = make_preparer(workdir)
+    claim = claim_with(result("gpu", "gpu-0", "s1"))
+    preparer.prepare(claim, shares(claim, DRIVER))
+    [device] = spec_of(workdir)["devices"]
+    edits = device["containerEdits"]
+    assert not [e for e in edits["env"] if e.startswith("LD_PRELOAD=")]
+    mounts = {m["containerPath"]: m for m in edits["mounts"]}
+    preload = mounts["/etc/ld.so.preload"]
+    assert preload == {
+        "hostPath": str(preparer.preload_file),
+        "containerPath": "/etc/ld.so.preload",
+        "options": ["bind", "ro"],
+    }
+    library = str(preparer.library_path)
+    assert mounts[library]["options"] == ["bind", "ro"]
+    assert preparer.preload_file.read_text() == f"{library}\n"
+    assert preparer.preload_file.stat().st_mode & 0o777 == 0o644

@@ -29,9 +29,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from arkgpu.k8s import preload
 from arkgpu.k8s.deviceplugin.allocating import REGION_PREFIX, closed_limits
 from arkgpu.k8s.deviceplugin.config import DevicePluginConfig
 from arkgpu.k8s.deviceplugin.wire import pb
+from arkgpu.k8s.preload import PRELOAD_PATH
 from arkgpu.limiter.region import LIMITS_FILE, USAGE_FILE, Limits, create_region, write_limits
 
 CONTAINER_REGION = Path("/run/arkgpu/region")
@@ -40,8 +42,6 @@ REGION_VARIABLE = "ARKGPU_REGION_DIR"
 """The interception library reads its region's path from this variable."""
 POD_FILE = "pod.json"
 """The region's pod description, read by the node runtime (``arkgpu.node.pods``)."""
-PRELOAD_PATH = Path("/etc/ld.so.preload")
-"""ld.so's system-wide preload list, read before ``LD_PRELOAD``."""
 CONTROL_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
 """Device nodes a CUDA process uses besides its GPUs' (named only where they exist)."""
 
@@ -74,13 +74,8 @@ def settle_region(directory: Path, limits: Limits, description: Mapping[str, Any
 
 
 def write_preload_file(config: DevicePluginConfig) -> None:
-    """Write ``preload_file``: the library's path on one line (atomic, mode 0644)."""
-    target = config.preload_file
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(f"{config.library_path}\n", encoding="utf-8")
-    tmp.chmod(0o644)
-    tmp.replace(target)
+    """Write ``preload_file``: the library's path on one line (:mod:`arkgpu.k8s.preload`)."""
+    preload.write_preload_file(config.preload_file, config.library_path)
 
 
 def device_nodes(config: DevicePluginConfig, minors: Sequence[int]) -> list[str]:

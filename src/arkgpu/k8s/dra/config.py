@@ -85,6 +85,11 @@ class DraConfig:
     library_path: Path = Path("/usr/local/lib/arkgpu/libarkgpu_limiter.so")
     """Host path of the interception library, mounted read-only and preloaded (default
     /usr/local/lib/arkgpu/libarkgpu_limiter.so, as the device plugin's)."""
+    preload_file: Path = Path("/run/arkgpu/ld.so.preload")
+    """Host file the driver writes with ``library_path`` on one line and Prepare mounts
+    read-only at ``/etc/ld.so.preload`` in each container, so ld.so loads the library
+    whatever the pod's ``LD_PRELOAD`` (default /run/arkgpu/ld.so.preload, as the device
+    plugin's; the chart puts it in ``node.preloadDir``)."""
 
     @property
     def registry_socket(self) -> Path:
@@ -116,6 +121,7 @@ PARSERS: dict[str, Parser] = {
     "cdi_dir": path,
     "dev_dir": path,
     "library_path": path,
+    "preload_file": path,
 }
 """How each field is read from TOML."""
 

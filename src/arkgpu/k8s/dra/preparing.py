@@ -5,7 +5,9 @@ region ``<regions_dir>/dra-<claim uid>-<share name>`` with the limiter's own cod
 (memory cap = consumed ``memory``, compute share = consumed ``cores``) and the
 ``pod.json`` the node runtime reads, then writes one CDI spec
 ``<cdi_dir>/arkgpu-dra-<claim uid>.json`` whose devices give the container the
-region, the interception library, the GPU's device nodes and the environment.
+region, the interception library with the preload file that loads it (mounted at
+``/etc/ld.so.preload``: no ``LD_PRELOAD`` is set, the container's own stays its own,
+:mod:`arkgpu.k8s.preload`), the GPU's device nodes and the environment.
 
 Device nodes: ``/dev/nvidia<minor>`` (the minor number NVML gives, which need not
 be the index) and ``/dev/nvidiactl`` must exist under ``dev_dir`` (the host's
@@ -34,6 +36,7 @@ from typing import Any
 from arkgpu.k8s.contract import InventoryGpu
 from arkgpu.k8s.dra.claims import ClaimError, Share
 from arkgpu.k8s.gpus import MIB
+from arkgpu.k8s.preload import PRELOAD_PATH, write_preload_file
 from arkgpu.limiter.region import LIMITS_FILE, Limits, create_region
 
 STAGING = ".dra-staging"
@@ -74,6 +77,9 @@ class Preparer:
     """The node's GPUs by index: UUID (CUDA_VISIBLE_DEVICES) and device minor number."""
     dev_dir: Path = Path("/dev")
     """The host's /dev as this process sees it (existence checks of the device nodes)."""
+    preload_file: Path = Path("/run/arkgpu/ld.so.preload")
+    """Host file naming the library, mounted read-only at /etc/ld.so.preload (written by
+    Prepare before the spec that names it)."""
 
     def region_dir(self, claim_uid: str, share: Share) -> Path:
         """The region folder of one share."""
@@ -100,6 +106,7 @@ class Preparer:
         except ClaimError as exc:
             raise ClaimError(f"claim {meta.get('namespace')}/{meta.get('name')}: {exc}") from None
         pods = reserved_pods(claim)
+        write_preload_file(self.preload_file, self.library_path)
         for share in shares:
             self._region(uid, meta, share, pods)
         devices = [self._cdi_device(uid, s, n) for s, n in zip(shares, nodes, strict=True)]
@@ -147,10 +154,10 @@ class Preparer:
             "ARKGPU_REGION_DIR": str(CONTAINER_REGION),
             "CUDA_VISIBLE_DEVICES": uuid,
             "NVIDIA_VISIBLE_DEVICES": uuid,
-            "LD_PRELOAD": library,
         }
         mounts = [
             _mount(library, library, "ro"),
+            _mount(str(self.preload_file), str(PRELOAD_PATH), "ro"),
             _mount(str(region), str(CONTAINER_REGION), "rw"),
             _mount(str(region / LIMITS_FILE), str(CONTAINER_REGION / LIMITS_FILE), "ro"),
         ]

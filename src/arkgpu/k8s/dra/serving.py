@@ -47,6 +47,7 @@ def start_plugin(config: DraConfig, client: Any, found: Sequence[InventoryGpu]) 
         config.library_path,
         gpus,
         config.dev_dir,
+        config.preload_file,
     )
     for left in preparer.recover():
         _say(f"removed {left}, left half-built by an earlier run")
