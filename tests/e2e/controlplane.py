@@ -70,6 +70,8 @@ class ControlPlane:
     workdir: Path
     startup_s: dict[str, float] = field(default_factory=dict)
     """Seconds each component took from start to ready."""
+    apiserver: processes.Child | None = None
+    """The kube-apiserver process (an outage is made by pausing its process group)."""
 
     def api_client(self) -> k8s.ApiClient:
         """A client of the official ``kubernetes`` package, authenticated as the admin."""
@@ -198,7 +200,7 @@ def _mtls_context(certs: _Pki) -> ssl.SSLContext:
 
 def _start_apiserver(
     config: ControlPlaneConfig, certs: _Pki, etcd: str, stack: ExitStack, logs: Path
-) -> tuple[str, float]:
+) -> tuple[str, float, processes.Child]:
     port = free_port()
     server = f"https://127.0.0.1:{port}"
     child = processes.start("kube-apiserver", _apiserver_argv(config, certs, etcd, port), logs)
@@ -208,7 +210,7 @@ def _start_apiserver(
     waited = processes.wait_until(
         child, lambda: processes.http_ok(readyz, context), "/readyz", config.ready_timeout_s
     )
-    return server, waited
+    return server, waited, child
 
 
 def _start_scheduler(
@@ -257,7 +259,7 @@ def running_control_plane(config: ControlPlaneConfig) -> Iterator[ControlPlane]:
     with ExitStack() as stack:
         t0 = time.monotonic()
         etcd, etcd_s = _start_etcd(config, stack, logs)
-        server, apiserver_s = _start_apiserver(config, certs, etcd, stack, logs)
+        server, apiserver_s, apiserver = _start_apiserver(config, certs, etcd, stack, logs)
         scheduler_kubeconfig = write_kubeconfig(
             config.workdir / "scheduler.kubeconfig", server, certs.ca, certs.scheduler
         )
@@ -280,6 +282,7 @@ def running_control_plane(config: ControlPlaneConfig) -> Iterator[ControlPlane]:
                 "kube-scheduler": scheduler_s,
                 "total": time.monotonic() - t0,
             },
+            apiserver=apiserver,
         )
         yield plane
 

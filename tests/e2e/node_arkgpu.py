@@ -16,12 +16,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import grpc
+
 from arkgpu.k8s import contract
+from arkgpu.k8s.deviceplugin.podresources import PodResourcesClient
 from arkgpu.limiter import native
 
 from .node_host import DATA_ROOT
 from .realnode import RealNode
 
+REGISTERED = f"registered {contract.RESOURCE_GPU} with the kubelet"
+"""The plugin's log line once the kubelet accepted its registration."""
 REGISTER_WAIT_S = 120.0
 """Bound for the plugin's devices to reach the node's allocatable (seconds on an idle machine)."""
 
@@ -42,6 +47,17 @@ def _plugin_config(node: RealNode, root: Path, split_count: int) -> str:
     return body + numbers + "port = 0\n"
 
 
+def _kubelet_allocatable(node: RealNode) -> int:
+    """The ``nvidia.com/gpu`` devices the kubelet itself holds healthy now (PodResources
+    ``GetAllocatableResources``; the Node's status lags it, and after another plugin of this
+    session stopped it still shows that plugin's devices)."""
+    socket = node.paths.root / "kubelet" / "pod-resources" / "kubelet.sock"
+    try:
+        return len(PodResourcesClient(socket).allocatable(contract.RESOURCE_GPU))
+    except grpc.RpcError:
+        return 0
+
+
 def allocatable_gpus(node: RealNode) -> int:
     """The node's allocatable ``nvidia.com/gpu`` devices."""
     got = json.loads(node.kubectl("get", "node", node.name, "-o", "json"))
@@ -50,8 +66,8 @@ def allocatable_gpus(node: RealNode) -> int:
 
 @contextmanager
 def serving_arkgpu_plugin(node: RealNode, split_count: int = 10) -> Iterator[None]:
-    """``arkgpu device-plugin run`` for the node until its devices are allocatable; stopped
-    on exit."""
+    """``arkgpu device-plugin run`` for the node until it registered and its devices are
+    allocatable, in the kubelet and on the Node; stopped on exit."""
     root = DATA_ROOT / "arkgpu"
     root.mkdir(parents=True, exist_ok=True)
     config = root / "plugin.toml"
@@ -66,7 +82,12 @@ def serving_arkgpu_plugin(node: RealNode, split_count: int = 10) -> Iterator[Non
         )
     try:
         deadline = time.monotonic() + REGISTER_WAIT_S
-        while allocatable_gpus(node) < node.gpu.config.gpus * split_count:
+        wanted = node.gpu.config.gpus * split_count
+        while (
+            REGISTERED not in log.read_text()
+            or _kubelet_allocatable(node) < wanted
+            or allocatable_gpus(node) < wanted
+        ):
             tail = log.read_text()[-3000:]
             assert plugin.poll() is None, f"the device plugin exited:\n{tail}"
             assert time.monotonic() < deadline, f"nvidia.com/gpu never reached the node:\n{tail}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from arkgpu.limiter import native
@@ -27,20 +28,23 @@ def _libraries(binary: Path) -> list[Path]:
     return [Path(p) for p in re.findall(r"(/\S+) \(0x", out)]
 
 
-def build_workload_image(out_dir: Path) -> Path:
-    """The archive (``<out_dir>/workload.tar``) of :data:`WORKLOAD_IMAGE`."""
+def build_workload_image(
+    out_dir: Path, image: str = WORKLOAD_IMAGE, extra: Sequence[Path] = ()
+) -> Path:
+    """The archive (``<out_dir>/workload.tar``) of ``image``: the programs above and the
+    ``extra`` files of this machine, each at its own path."""
     programs = {
         Path("/bin/sh").resolve(): "/bin/sh",
         Path("/bin/sleep").resolve(): "/bin/sleep",
         native.cubench(): "/usr/bin/arkgpu-cubench",
     }
-    files = dict(programs)
+    files = dict(programs) | {p.resolve(): str(p) for p in extra}
     for program in programs:
         for lib in _libraries(program):
             files.setdefault(lib.resolve(), str(lib))
     archive = out_dir / "workload.tar"
     pairs = [f"{src}={dest}" for src, dest in files.items()]
     subprocess.run(
-        [sys.executable, str(PACKER), str(archive), WORKLOAD_IMAGE, "/bin/sh", *pairs], check=True
+        [sys.executable, str(PACKER), str(archive), image, "/bin/sh", *pairs], check=True
     )
     return archive

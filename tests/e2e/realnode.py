@@ -56,6 +56,29 @@ class RealNodeConfig:
     """Seconds between SIGTERM and SIGKILL for each program at teardown."""
 
 
+@dataclass
+class Kubelet:
+    """The node's kubelet process, replaced by :meth:`restart`."""
+
+    child: processes.Child
+    start: Callable[[str], processes.Child]
+    """Starts kubelet with the node's arguments, its output in ``<logs>/<name>.log``."""
+    stop_timeout_s: float
+    restarts: int = 0
+
+    def stop(self) -> None:
+        """SIGTERM (SIGKILL after the timeout); returns once reaped."""
+        processes.stop(self.child, self.stop_timeout_s)
+
+    def restart(self, while_stopped: Callable[[], None]) -> None:
+        """Stops kubelet, calls ``while_stopped``, starts it again (log ``kubelet-<n>.log``);
+        containerd and the containers keep running, as on a kubelet restart."""
+        self.stop()
+        while_stopped()
+        self.restarts += 1
+        self.child = self.start(f"kubelet-{self.restarts}")
+
+
 @dataclass(frozen=True)
 class RealNode:
     """A Ready node: its name, address, programs and fake GPUs."""
@@ -65,6 +88,7 @@ class RealNode:
     paths: NodePaths
     gpu: FakeGpuNode
     plane: ControlPlane
+    kubelet: Kubelet
 
     def kubectl(self, *args: str, stdin: str | None = None, timeout_s: float = 120.0) -> str:
         """Runs kubectl as the admin against the control plane; its output (raises on failure)."""
@@ -183,23 +207,23 @@ def _start_kubelet(
     ip: str,
     config: Path,
     stack: ExitStack,
-) -> processes.Child:
-    child = processes.start(
-        "kubelet",
-        [
-            str(paths.bin_dir / "kubelet"),
-            f"--config={config}",
-            f"--kubeconfig={plane.admin_kubeconfig}",
-            f"--root-dir={paths.root / 'kubelet'}",
-            f"--cert-dir={paths.state / 'kubelet-certs'}",
-            f"--hostname-override={cfg.name}",
-            f"--node-ip={ip}",
-            "--v=1",
-        ],
-        paths.logs,
-    )
-    stack.callback(processes.stop, child, cfg.stop_timeout_s)
-    return child
+) -> Kubelet:
+    def start(name: str) -> processes.Child:
+        return processes.start(name, argv, paths.logs)
+
+    argv = [
+        str(paths.bin_dir / "kubelet"),
+        f"--config={config}",
+        f"--kubeconfig={plane.admin_kubeconfig}",
+        f"--root-dir={paths.root / 'kubelet'}",
+        f"--cert-dir={paths.state / 'kubelet-certs'}",
+        f"--hostname-override={cfg.name}",
+        f"--node-ip={ip}",
+        "--v=1",
+    ]
+    kubelet = Kubelet(start("kubelet"), start, cfg.stop_timeout_s)
+    stack.callback(kubelet.stop)
+    return kubelet
 
 
 def _ready_and_untainted(core: k8s.CoreV1Api, name: str) -> bool | None:
@@ -231,6 +255,6 @@ def running_node(plane: ControlPlane, bin_dir: Path, cfg: RealNodeConfig) -> Ite
                 lambda: _ready_and_untainted(core, cfg.name),
                 cfg.ready_timeout_s,
                 f"node {cfg.name} not Ready and untainted",
-                kubelet,
+                kubelet.child,
             )
-        yield RealNode(cfg.name, ip, paths, gpu, plane)
+        yield RealNode(cfg.name, ip, paths, gpu, plane, kubelet)

@@ -6,7 +6,7 @@ import pytest
 
 from arkgpu.k8s import contract
 from arkgpu.k8s.contract import AssignedGpu, InventoryGpu, PodAssignment
-from arkgpu.k8s.deviceplugin import allocating, devices
+from arkgpu.k8s.deviceplugin import allocating, apiserver, devices
 from arkgpu.k8s.deviceplugin.allocating import AllocationError
 from arkgpu.k8s.deviceplugin.apiserver import PodInfo
 from arkgpu.k8s.deviceplugin.podresources import Holder
@@ -52,6 +52,19 @@ def test_waiting_pods_skip_terminal_deleting_holding_and_unassigned_ones_oldest_
     pair = _pod("pair", "0", (_gpu(2), _gpu(3)))
     assert allocating.preferred_uuids([pair, *waiting], NODE, 1) == ("GPU-1",)  # exact first
     assert allocating.preferred_uuids([pair], NODE, 1) == ("GPU-2", "GPU-3")  # its init container
+
+
+def test_waiting_pods_created_in_one_second_come_in_the_order_they_reached_the_node() -> None:
+    """Replicas created in the same second: the kubelet admits them in the order its watch
+    delivers them (resource version), not in name order; the preference follows it."""
+    second = "2026-12-04T10:00:00Z"
+    pods = [
+        _pod("rep-a", second, (_gpu(1),), revision=112),
+        _pod("rep-b", second, (_gpu(0),), revision=111),
+    ]
+    waiting = allocating.waiting_pods(pods, NODE, set())
+    assert [p.name for p in waiting] == ["rep-b", "rep-a"]
+    assert allocating.preferred_uuids(waiting, NODE, 1) == ("GPU-0",)
 
 
 def test_the_region_is_named_after_the_devices_in_any_order() -> None:
@@ -219,3 +232,18 @@ def test_pod_json_names_the_container_and_every_allocated_gpu() -> None:
     assert (body["gpu"], body["gpus"], body["memory_mib"]) == (3, [3, 1], 1024)
     assert (body["namespace"], body["pod"], body["container"]) == ("team", "train", "main")
     assert body[allocating.OWNER_KEY] == "u-1"
+
+
+@pytest.mark.parametrize(("version", "revision"), [("4711", 4711), ("opaque-7", 0), (None, 0)])
+def test_a_pods_revision_is_its_numeric_resource_version(
+    version: str | None, revision: int
+) -> None:
+    """The API server's resourceVersion orders pods created in one second; one that is not
+    a number (another store) orders nothing."""
+    from kubernetes import client as k8s  # noqa: PLC0415
+
+    pod = k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(name="p", namespace="ns", uid="u", resource_version=version),
+        spec=k8s.V1PodSpec(containers=[k8s.V1Container(name="c")], node_name=NODE),
+    )
+    assert apiserver._pod_info(pod).revision == revision

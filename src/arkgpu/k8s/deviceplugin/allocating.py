@@ -124,7 +124,9 @@ def waiting_pods(
     pods: Iterable[PodInfo], node: str, holding: set[tuple[str, str]]
 ) -> list[PodInfo]:
     """Pods of ``node`` with an assignment, not terminal or deleting, holding no devices yet,
-    in the order the kubelet admits them (creation time)."""
+    in the order the kubelet admits them: creation time (1 s resolution), then the order in
+    which they reached the node (resource version; never the name: replicas created in one
+    second are admitted in their arrival order)."""
     found = [
         p
         for p in pods
@@ -133,7 +135,7 @@ def waiting_pods(
         and contract.ANNOTATION_ASSIGNMENT in p.annotations
         and (p.namespace, p.name) not in holding
     ]
-    return sorted(found, key=lambda p: (p.created, p.namespace, p.name))
+    return sorted(found, key=lambda p: (p.created, p.revision, p.namespace, p.name))
 
 
 def preferred_uuids(waiting: Sequence[PodInfo], node: str, size: int) -> tuple[str, ...]:

@@ -42,6 +42,10 @@ class PodInfo:
     phase: str = "Pending"
     """``status.phase`` (``Succeeded`` and ``Failed`` are terminal: a pod the kubelet
     rejected at admission is ``Failed``)."""
+    revision: int = 0
+    """``metadata.resourceVersion`` as a number (0 when it is not one): among pods created in
+    the same second, the order in which they reached the node (creation or binding; the
+    kubelet admits them in the order its watch delivers them)."""
 
     @property
     def key(self) -> str:
@@ -127,6 +131,7 @@ def _pod_info(pod: Any) -> PodInfo:
         init_containers=_limits(spec.init_containers),
         deleting=meta.deletion_timestamp is not None,
         phase=(pod.status.phase if pod.status is not None else None) or "Pending",
+        revision=int(meta.resource_version) if (meta.resource_version or "").isdigit() else 0,
     )
 
 
