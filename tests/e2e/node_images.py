@@ -48,3 +48,53 @@ def build_workload_image(
         [sys.executable, str(PACKER), str(archive), image, "/bin/sh", *pairs], check=True
     )
     return archive
+
+
+OLD_ROOTFS_SCRIPT = REPO / "scripts" / "build-old-rootfs.sh"
+OLD_SUITE = "bullseye"
+"""Debian 11: glibc 2.31, as Ubuntu 20.04 (buster is no longer served by the mirror)."""
+OLD_LIBS = ("libc.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1", "libm.so.6")
+"""The old root's C libraries the image holds (all the programs and the limiter need)."""
+CUBENCH_SOURCE = Path(native.__file__).resolve().parent / "native" / "cubench.c"
+
+
+def old_rootfs() -> Path:
+    """The Debian root of :data:`OLD_SUITE` (scripts/build-old-rootfs.sh: cached after the
+    first build, a minute or two from this machine's Debian mirror)."""
+    done = subprocess.run(
+        ["bash", str(OLD_ROOTFS_SCRIPT), OLD_SUITE], stdout=subprocess.PIPE, text=True, check=True
+    )
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def _in_root(rootfs: Path, path: str) -> Path:
+    """``path`` of the old root resolved inside it (its links are relative)."""
+    resolved = (rootfs / path.lstrip("/")).resolve()
+    assert rootfs.resolve() in resolved.parents, f"{path} leaves {rootfs}: {resolved}"
+    return resolved
+
+
+def build_old_glibc_image(out_dir: Path, rootfs: Path, image: str) -> Path:
+    """The archive (``<out_dir>/old-glibc.tar``) of ``image``: the old root's ``sh`` (dash),
+    ``sleep``, loader and C libraries, and ``arkgpu-cubench`` built against that glibc
+    (``gcc --sysroot``). The GPU driver and the limiter come from the node, as in
+    :func:`build_workload_image`."""
+    program = out_dir / "cubench-old"
+    subprocess.run(
+        ["gcc", f"--sysroot={rootfs}", f"-B{rootfs}/usr/lib/x86_64-linux-gnu", "-O2",
+         "-pthread", "-o", str(program), str(CUBENCH_SOURCE), "-ldl"],
+        check=True,
+    )  # fmt: skip
+    lib = "/lib/x86_64-linux-gnu"
+    files = {
+        _in_root(rootfs, "/bin/dash"): "/bin/sh",
+        _in_root(rootfs, "/bin/sleep"): "/bin/sleep",
+        _in_root(rootfs, "/lib64/ld-linux-x86-64.so.2"): "/lib64/ld-linux-x86-64.so.2",
+        program: "/usr/bin/arkgpu-cubench",
+    } | {_in_root(rootfs, f"{lib}/{name}"): f"{lib}/{name}" for name in OLD_LIBS}
+    archive = out_dir / "old-glibc.tar"
+    pairs = [f"{src}={dest}" for src, dest in files.items()]
+    subprocess.run(
+        [sys.executable, str(PACKER), str(archive), image, "/bin/sh", *pairs], check=True
+    )
+    return archive
