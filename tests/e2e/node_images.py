@@ -1,7 +1,7 @@
 """A small workload image for the real node's tests, packed from this machine's own files.
 
 It holds ``/bin/sh``, ``sleep`` and the project's CUDA driver client ``arkgpu-cubench`` with
-the C libraries they load (found with ``ldd``), and no GPU driver: the driver
+the C libraries they and the limiter load (found with ``ldd``), and no GPU driver: the driver
 comes from the node through CDI, as with NVIDIA's toolkit. Packed as an OCI
 archive by ``scripts/imagebuild/pack.py`` (the packer the node build uses).
 """
@@ -39,7 +39,10 @@ def build_workload_image(
         native.cubench(): "/usr/bin/arkgpu-cubench",
     }
     files = dict(programs) | {p.resolve(): str(p) for p in extra}
-    for program in programs:
+    # The limiter comes from the node; the C libraries it needs (libdl, libpthread: its
+    # symbol versions are pinned to old glibc, where they live there) are in every glibc
+    # image, so they are in this one too.
+    for program in (*programs, native.limiter_library()):
         for lib in _libraries(program):
             files.setdefault(lib.resolve(), str(lib))
     archive = out_dir / "workload.tar"
