@@ -7,6 +7,7 @@ Without the variable these files are not collected at all (no skips).
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from collections.abc import Iterator
 from contextlib import nullcontext
@@ -27,6 +28,7 @@ from .controlplane import (
     running_control_plane,
     write_extender_scheduler_config,
 )
+from .node_images import old_rootfs
 from .processes import ControlPlaneError
 from .realnode import RealNode, RealNodeConfig, build_node, node_plane_config, running_node
 
@@ -57,11 +59,17 @@ def _build_node_for_real_node_tests(config: pytest.Config, items: list[pytest.It
     if not any(Path(item.path).name.startswith("test_real_node") for item in items):
         return
     capture = config.pluginmanager.getplugin("capturemanager")
+    old_glibc = any(Path(item.path).name == "test_real_node_old_glibc.py" for item in items)
     try:
         with capture.global_and_fixture_disabled() if capture else nullcontext():
             build_node()
+            if old_glibc:  # its Debian 11 root: a minute or two the first time, then cached
+                old_rootfs()
     except ControlPlaneError as exc:
         pytest.exit(f"end-to-end tests: {exc}", returncode=pytest.ExitCode.TESTS_FAILED)
+    except subprocess.CalledProcessError as exc:
+        failed = pytest.ExitCode.TESTS_FAILED
+        pytest.exit(f"end-to-end tests: {exc.cmd[1]} failed (its reason is above)", failed)
 
 
 def _build_helm_for_chart_tests(config: pytest.Config, items: list[pytest.Item]) -> None:

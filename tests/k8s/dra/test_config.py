@@ -28,6 +28,7 @@ def test_a_file_sets_every_field(tmp_path: Path) -> None:
         "gpu_memory_mib = 8192\nmemory_step_mib = 512\ncores_step = 10\nresync_s = 2.5\n"
         'driver_name = "gpu.example.com"\ndelete_on_exit = false\ndevice_order = "pack"\n'
         'dev_dir = "/host/dev"\npreload_file = "/run/p/ld.so.preload"\n'
+        'host_dev_dir = "/opt/gpu/dev"\n'
     )
     config = load_config(file, {})
     assert (config.node_name, config.kubeconfig, config.gpus) == ("n1", Path("/k"), 2)
@@ -35,7 +36,8 @@ def test_a_file_sets_every_field(tmp_path: Path) -> None:
     assert (config.driver_name, config.delete_on_exit) == ("gpu.example.com", False)
     assert (config.device_order, config.dev_dir) == ("pack", Path("/host/dev"))
     assert config.preload_file == Path("/run/p/ld.so.preload")
-    assert len(field_names()) == 19
+    assert config.host_dev_dir == Path("/opt/gpu/dev")
+    assert len(field_names()) == 20
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ for several devices, configuration aimed at a main request, and the device nodes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -127,6 +128,20 @@ def test_device_nodes_use_the_minor_number_host_paths_and_only_existing_uvm_node
     nodes = device["containerEdits"]["deviceNodes"]
     assert nodes == [
         {"path": p, "hostPath": p} for p in ("/dev/nvidia3", "/dev/nvidiactl", "/dev/nvidia-uvm")
+    ]
+
+
+def test_host_dev_dir_is_the_host_path_of_the_device_nodes(workdir: Path) -> None:
+    """A node whose device nodes are not in /dev (``host_dev_dir``): the CDI spec names them
+    there as hostPath, at /dev/<name> in the container."""
+    fake_dev(workdir / "dev", ("nvidia0", "nvidiactl"))
+    base = make_preparer(workdir)
+    preparer = dataclasses.replace(base, host_dev_dir=Path("/opt/gpu/dev"))
+    claim = claim_with(result("gpu", "gpu-0", "s1"))
+    preparer.prepare(claim, shares(claim, DRIVER))
+    [device] = spec_of(workdir)["devices"]
+    assert device["containerEdits"]["deviceNodes"] == [
+        {"path": f"/dev/{n}", "hostPath": f"/opt/gpu/dev/{n}"} for n in ("nvidia0", "nvidiactl")
     ]
 
 

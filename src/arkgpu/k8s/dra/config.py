@@ -82,6 +82,10 @@ class DraConfig:
     """The host's /dev as the driver sees it (default /dev; the chart mounts the host's at
     /host/dev): Prepare checks there that a GPU's device nodes exist before naming them in
     a CDI spec (written with their host paths under /dev)."""
+    host_dev_dir: Path = Path("/dev")
+    """Where the device nodes found under ``dev_dir`` are on the host (default /dev): the
+    ``hostPath`` of each device node in the CDI specs. Only a node whose GPU device nodes
+    live outside /dev (the real-node tests' fake GPU) sets it."""
     library_path: Path = Path("/usr/local/lib/arkgpu/libarkgpu_limiter.so")
     """Host path of the interception library, mounted read-only and preloaded (default
     /usr/local/lib/arkgpu/libarkgpu_limiter.so, as the device plugin's)."""
@@ -120,6 +124,7 @@ PARSERS: dict[str, Parser] = {
     "regions_dir": path,
     "cdi_dir": path,
     "dev_dir": path,
+    "host_dev_dir": path,
     "library_path": path,
     "preload_file": path,
 }

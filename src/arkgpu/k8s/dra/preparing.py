@@ -80,6 +80,9 @@ class Preparer:
     preload_file: Path = Path("/run/arkgpu/ld.so.preload")
     """Host file naming the library, mounted read-only at /etc/ld.so.preload (written by
     Prepare before the spec that names it)."""
+    host_dev_dir: Path = Path("/dev")
+    """Where the device nodes checked under ``dev_dir`` are on the host: the ``hostPath`` of
+    each device node in the CDI specs (their path in the container stays /dev/<name>)."""
 
     def region_dir(self, claim_uid: str, share: Share) -> Path:
         """The region folder of one share."""
@@ -164,7 +167,9 @@ class Preparer:
         edits = {
             "env": [f"{k}={v}" for k, v in env.items()],
             "mounts": mounts,
-            "deviceNodes": [{"path": n, "hostPath": n} for n in nodes],
+            "deviceNodes": [
+                {"path": n, "hostPath": str(self.host_dev_dir / Path(n).name)} for n in nodes
+            ],
         }
         return {"name": f"{uid}-{_name(share)}", "containerEdits": edits}
 

@@ -48,6 +48,7 @@ def start_plugin(config: DraConfig, client: Any, found: Sequence[InventoryGpu]) 
         gpus,
         config.dev_dir,
         config.preload_file,
+        config.host_dev_dir,
     )
     for left in preparer.recover():
         _say(f"removed {left}, left half-built by an earlier run")
