@@ -12,6 +12,7 @@ namespace), as the real-node tests do.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -135,19 +136,35 @@ def gather_wheels(paths: Paths, spec: ImageSpec, work: Path) -> Path:
     return wheels
 
 
-def clean_copy(repo: Path, dest: Path) -> Path:
-    """The files a clone of ``repo`` holds (tracked, and new files git does not
-    ignore) copied to ``dest``: the wheel is built from them alone, never from an
-    earlier build's leftovers (setuptools' build/ keeps files deleted since)."""
+def clone_files(repo: Path) -> list[str]:
+    """The files a clone of ``repo`` holds: tracked, and new files git does not ignore."""
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=repo, capture_output=True, check=True,
     )  # fmt: skip
-    for name in filter(None, listed.stdout.decode().split("\0")):
-        if (repo / name).is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(repo / name, dest / name)
+    return [n for n in filter(None, listed.stdout.decode().split("\0")) if (repo / n).is_file()]
+
+
+def clean_copy(repo: Path, dest: Path) -> Path:
+    """The files of a clone of ``repo`` (:func:`clone_files`) copied to ``dest``: the
+    wheel is built from them alone, never from an earlier build's leftovers (setuptools'
+    build/ keeps files deleted since)."""
+    for name in clone_files(repo):
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(repo / name, dest / name)
     return dest
+
+
+def archive_key(repo: Path, spec: ImageSpec) -> str:
+    """Names a built archive in the cache: a hash of the Debian base's key and of every
+    file of the clone (names and contents), which hold the wheel's sources, the pinned
+    requirements and the image's specification. The build is reproducible (two builds
+    give the same bytes), so an archive of the same key is the archive a build would
+    write, on this machine's toolchain."""
+    digest = hashlib.sha256(base_key(repo, spec).encode())
+    for name in clone_files(repo):
+        digest.update(name.encode() + b"\0" + (repo / name).read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def _pin(wheel: Path) -> str:
@@ -187,10 +204,16 @@ def build_python_layer(paths: Paths, spec: ImageSpec, rootfs: Path, work: Path) 
 
 
 def build(paths: Paths, spec: ImageSpec) -> Path:
-    """Build the image archive; returns its path."""
+    """Build the image archive (or copy the cached one of the same sources); its path."""
     if os.geteuid() != 0:
         raise PermissionError("make image needs root (mmdebstrap, chroot and bind mounts)")
     started = time.monotonic()
+    cached = paths.cache / "archives" / f"{archive_key(paths.repo, spec)}.tar"
+    paths.out.parent.mkdir(parents=True, exist_ok=True)
+    if cached.exists():
+        shutil.copyfile(cached, paths.out)
+        log(f"{spec.name}: the archive of these sources, cached in {cached}")
+        return paths.out
     rootfs, base = build_base(paths, spec)
     _remove_stale_work(paths.cache)
     work = paths.cache / f"work-{os.getpid()}"
@@ -199,13 +222,29 @@ def build(paths: Paths, spec: ImageSpec) -> Path:
     try:
         python = build_python_layer(paths, spec, rootfs, work)
         shutil.copy2(paths.cache / "blobs" / base.digest.removeprefix("sha256:"), work / "blobs")
-        paths.out.parent.mkdir(parents=True, exist_ok=True)
         write_archive(paths.out, work / "blobs", spec.name, spec.config, [base, python], spec.epoch)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    keep_archive(paths.out, cached)
     size = paths.out.stat().st_size / 2**20
     log(f"{spec.name}: {size:.1f} MiB in {time.monotonic() - started:.0f} s")
     return paths.out
+
+
+#: Built archives the cache keeps (each about 150 MiB), the newest first.
+KEPT_ARCHIVES = 2
+
+
+def keep_archive(archive: Path, cached: Path) -> None:
+    """Copy ``archive`` into the cache as ``cached`` (whole or not at all) and drop all
+    but the newest :data:`KEPT_ARCHIVES`."""
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    partial = cached.with_name(f".{cached.name}.{os.getpid()}")
+    shutil.copyfile(archive, partial)
+    partial.replace(cached)
+    kept = sorted(cached.parent.glob("*.tar"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in kept[KEPT_ARCHIVES:]:
+        old.unlink(missing_ok=True)
 
 
 def _remove_stale_work(cache: Path) -> None:
