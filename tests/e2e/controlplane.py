@@ -2,9 +2,10 @@
 
 The binaries come from ``scripts/build-control-plane.sh`` (built once per
 machine from the Go module proxy, cached outside the checkout). Everything
-listens on 127.0.0.1 on free ports, with certificates generated per session
-(``pki``). There is no kubelet and no controller manager: tests create nodes
-through the API with their capacity, as Kubernetes' scheduler benchmarks do.
+listens on 127.0.0.1 on free ports (the API server also on the node's address for
+the real node's pods: ``pod_address``), with certificates generated per session
+(``pki``). Tests without the real node create nodes through the API with their
+capacity, as Kubernetes' scheduler benchmarks do.
 
 Use ``running_control_plane(config)`` as a context manager: it stops every
 process (process groups, SIGTERM then SIGKILL) on exit, on a failed start too.
@@ -50,6 +51,12 @@ class ControlPlaneConfig:
     """Extra kube-apiserver flags (feature gates, admission configuration), appended last."""
     scheduler_args: tuple[str, ...] = ()
     """Extra kube-scheduler flags (``--config`` with an extender), appended last."""
+    pod_address: str = ""
+    """The node address at which pods reach the API server through the ``kubernetes`` Service
+    (its first IP, 10.96.0.1, by kube-proxy): the API server binds 0.0.0.0, advertises this
+    address (its endpoint reconciler keeps the Service's endpoints), and its certificate also
+    names it, the Service IP and ``kubernetes.default.svc[.cluster.local]``. Empty (default):
+    loopback only and no endpoints, for the tests without a real node."""
     start_scheduler: bool = True
     """Start a kube-scheduler with the control plane. False for callers that run their own,
     one at a time, with ``running_scheduler`` (the control-plane benchmark's phases)."""
@@ -127,12 +134,12 @@ class _Pki:
     service_account: pki.KeyPair
 
 
-def _make_pki(directory: Path) -> _Pki:
+def _make_pki(directory: Path, config: ControlPlaneConfig) -> _Pki:
     directory.mkdir(parents=True, exist_ok=True)
     ca = pki.make_ca()
     ca_path = pki.write(ca, directory, "ca").cert
-    hosts = ("localhost", "kubernetes", "kubernetes.default")
-    serving = pki.issue(ca, "kube-apiserver", dns=hosts, ips=("127.0.0.1",))
+    hosts, ips = pki.apiserver_names(config.pod_address, config.service_cluster_ip_range)
+    serving = pki.issue(ca, "kube-apiserver", dns=hosts, ips=ips)
     admin = pki.issue(ca, "arkgpu-e2e-admin", orgs=("system:masters",))
     return _Pki(
         ca=ca_path,
@@ -173,8 +180,7 @@ def _apiserver_argv(config: ControlPlaneConfig, certs: _Pki, etcd: str, port: in
     return [
         str(config.bin_dir / "kube-apiserver"),
         f"--etcd-servers={etcd}",
-        "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1",
+        *_address_args(config),
         f"--secure-port={port}",
         f"--cert-dir={config.workdir / 'apiserver-certs'}",
         f"--tls-cert-file={certs.serving.cert}",
@@ -185,11 +191,17 @@ def _apiserver_argv(config: ControlPlaneConfig, certs: _Pki, etcd: str, port: in
         f"--service-account-signing-key-file={certs.service_account.key}",
         f"--service-cluster-ip-range={config.service_cluster_ip_range}",
         "--authorization-mode=Node,RBAC",
-        # No pod reaches the API server through the `kubernetes` Service (no kubelet, no proxy),
-        # and a loopback address is not a valid endpoint: leave its Endpoints alone.
-        "--endpoint-reconciler-type=none",
         *config.apiserver_args,
     ]
+
+
+def _address_args(config: ControlPlaneConfig) -> list[str]:
+    if config.pod_address:
+        return ["--bind-address=0.0.0.0", f"--advertise-address={config.pod_address}"]
+    # No pod reaches the API server through the `kubernetes` Service (no kubelet, no proxy),
+    # and a loopback address is not a valid endpoint: leave its Endpoints alone.
+    loopback = ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"]
+    return [*loopback, "--endpoint-reconciler-type=none"]
 
 
 def _mtls_context(certs: _Pki) -> ssl.SSLContext:
@@ -255,7 +267,7 @@ def running_control_plane(config: ControlPlaneConfig) -> Iterator[ControlPlane]:
     """Starts etcd, kube-apiserver and kube-scheduler; stops all three on exit."""
     logs = config.workdir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    certs = _make_pki(config.workdir / "pki")
+    certs = _make_pki(config.workdir / "pki", config)
     with ExitStack() as stack:
         t0 = time.monotonic()
         etcd, etcd_s = _start_etcd(config, stack, logs)

@@ -26,6 +26,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import node_iptables
+from .node_iptables import IptablesError
+
 STATE_ROOT = Path("/run/arkgpu-e2e-node")
 """Sockets, the lock and the ledger (tmpfs; short paths for Unix sockets)."""
 DATA_ROOT = Path("/var/lib/arkgpu-e2e-node")
@@ -36,6 +39,9 @@ LEDGER = Path("/run/arkgpu-e2e-node.ledger.json")
 """What :func:`restore` must undo; present only while a node may be running."""
 SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops")
 """The sysctls kubelet writes (``/proc/sys`` relative names)."""
+BRIDGE_NF = "net/bridge/bridge-nf-call-iptables"
+"""Set to 1 by the harness (``node_proxy``): bridged pod-to-pod replies pass kube-proxy's
+rules, so a pod reaches a Service whose endpoint is on the same bridge."""
 FIXED_PATHS = (
     "/var/lib/kubelet",
     "/var/log/pods",
@@ -48,8 +54,11 @@ FIXED_PATHS = (
     "/etc/cdi",
     "/var/run/cdi",
     "/etc/kubernetes",
+    "/run/arkgpu",
+    "/usr/local/lib/arkgpu",
 )
-"""Host paths kubelet, containerd or the CNI plugins may create whatever they are told."""
+"""Host paths kubelet, containerd or the CNI plugins may create whatever they are told, and
+the chart's default host paths (its node pods' hostPath volumes create them)."""
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 KUBEPODS = "kubepods"
 """kubelet's cgroup parent (cgroupfs driver)."""
@@ -73,6 +82,8 @@ class Ledger:
     bridge: str
     shim: str
     """The containerd shim binary: its processes outlive containerd and are killed by path."""
+    kube_proxy: str = ""
+    """kube-proxy's binary: ``kube-proxy --cleanup`` removes its iptables rules at restore."""
 
     def save(self) -> None:
         tmp = LEDGER.with_suffix(".tmp")
@@ -84,7 +95,7 @@ def _read_sysctl(name: str) -> str:
     return (Path("/proc/sys") / name).read_text(encoding="utf-8").strip()
 
 
-def _write_sysctl(name: str, value: str) -> None:
+def write_sysctl(name: str, value: str) -> None:
     path = Path("/proc/sys") / name
     if _read_sysctl(name) != value:
         path.write_text(value + "\n", encoding="utf-8")
@@ -94,13 +105,15 @@ def _cgroup_dirs() -> list[Path]:
     return [c / KUBEPODS for c in sorted(CGROUP_ROOT.iterdir()) if (c / "cgroup.procs").exists()]
 
 
-def _new_ledger(shim: Path) -> Ledger:
+def _new_ledger(shim: Path, kube_proxy: Path | None) -> Ledger:
     candidates = [Path(p) for p in FIXED_PATHS] + _cgroup_dirs() + [DATA_ROOT, STATE_ROOT]
+    sysctls = [*SYSCTLS, BRIDGE_NF] if kube_proxy else SYSCTLS
     return Ledger(
-        sysctls={name: _read_sysctl(name) for name in SYSCTLS},
+        sysctls={name: _read_sysctl(name) for name in sysctls},
         created=[str(p) for p in candidates if not p.exists()],
         bridge=BRIDGE,
         shim=str(shim),
+        kube_proxy=str(kube_proxy or ""),
     )
 
 
@@ -186,19 +199,26 @@ def _delete_bridge(ledger: Ledger) -> None:
         subprocess.run(["ip", "link", "delete", ledger.bridge], check=True, capture_output=True)
 
 
+def _cleanup_iptables(ledger: Ledger) -> None:
+    node_iptables.remove_kube_chains(Path(ledger.kube_proxy) if ledger.kube_proxy else None)
+
+
 def _reset_sysctls(ledger: Ledger) -> None:
     for name, value in ledger.sysctls.items():
-        _write_sysctl(name, value)
+        write_sysctl(name, value)
 
 
 def restore(ledger: Ledger) -> None:
-    """Undo a run: kill its containers and shims, unmount, remove what it created, reset the
-    sysctls, delete the bridge; then delete the ledger. Every step runs even when one fails;
-    a failure keeps the ledger (the next run tries again) and raises with every reason."""
+    """Undo a run: kill its containers and shims, remove kube-proxy's and kubelet's iptables
+    chains (``node_iptables``), unmount,
+    remove what it created, reset the sysctls, delete the bridge; then delete the ledger.
+    Every step runs even when one fails; a failure keeps the ledger (the next run tries
+    again) and raises with every reason."""
     failures = []
     steps = (
         lambda: _kill_by_exe(ledger.shim),
         lambda: _kill_pods(_cgroup_dirs()),
+        lambda: _cleanup_iptables(ledger),
         lambda: _remove_created(ledger),
         lambda: _delete_bridge(ledger),
         lambda: _reset_sysctls(ledger),
@@ -206,7 +226,7 @@ def restore(ledger: Ledger) -> None:
     for step in steps:
         try:
             step()
-        except (OSError, subprocess.SubprocessError, NodeHostError) as exc:
+        except (OSError, subprocess.SubprocessError, NodeHostError, IptablesError) as exc:
             failures.append(f"{type(exc).__name__}: {exc}")
     if failures:
         raise NodeHostError(f"real node not fully restored (ledger kept in {LEDGER}): {failures}")
@@ -221,8 +241,9 @@ def load_ledger() -> Ledger | None:
 
 
 @contextmanager
-def claimed(shim: Path, wait_s: float = 1800.0) -> Iterator[Ledger]:
-    """The machine's real node: lock, stale run restored, ledger written; restored on exit."""
+def claimed(shim: Path, kube_proxy: Path | None = None, wait_s: float = 1800.0) -> Iterator[Ledger]:
+    """The machine's real node: lock, stale run restored, ledger written; restored on exit.
+    With ``kube_proxy``, its rules are cleaned up and :data:`BRIDGE_NF` restored too."""
     if os.geteuid() != 0:
         raise NodeHostError("the real node runs kubelet and containerd as root: run as root")
     with LOCK.open("w") as lock:
@@ -238,7 +259,7 @@ def claimed(shim: Path, wait_s: float = 1800.0) -> Iterator[Ledger]:
         stale = load_ledger()
         if stale is not None:
             restore(stale)
-        ledger = _new_ledger(shim)
+        ledger = _new_ledger(shim, kube_proxy)
         ledger.save()
         try:
             STATE_ROOT.mkdir(mode=0o755, exist_ok=True)

@@ -10,7 +10,9 @@ this machine kind (docs/studies/real-node.md):
 - the VM grants no CAP_SYS_RESOURCE: containerd's ``restrict_oom_score_adj``;
 - kubelet refuses a loopback node IP: the node IP is the VM interface's address;
 - no registry: the sandbox image is imported and pinned in containerd's config;
-- CDI is always on in containerd 2.x; its spec folders are the fake GPU's.
+- CDI is always on in containerd 2.x; its spec folders are the fake GPU's;
+- a second runtime handler, ``nvidia``: runc behind a stand-in for NVIDIA's container
+  runtime in CDI mode (``nvidia_runtime.py``), for pods of RuntimeClass ``nvidia``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +30,10 @@ from .node_host import BRIDGE, DATA_ROOT, STATE_ROOT
 
 POD_SUBNET = "10.244.77.0/24"
 """Pod addresses on the node's own bridge (reached from this machine only)."""
+CLUSTER_DNS = "10.96.0.10"
+"""The cluster's DNS Service IP (CoreDNS, ``node_dns``), the pods' nameserver."""
+NVIDIA_HANDLER = "nvidia"
+"""containerd's runtime handler of NVIDIA's runtime stand-in (a RuntimeClass names it)."""
 CTR_NAMESPACE = "k8s.io"
 """containerd namespace of the CRI plugin: where images for pods must be imported."""
 
@@ -59,6 +66,11 @@ class NodePaths:
     @property
     def logs(self) -> Path:
         return self.root / "logs"
+
+    @property
+    def nvidia_runtime(self) -> Path:
+        """The stand-in for NVIDIA's container runtime (``nvidia_runtime.py``)."""
+        return self.state / "nvidia-container-runtime"
 
 
 def node_ip() -> str:
@@ -101,6 +113,11 @@ state = {json.dumps(str(paths.state / "containerd"))}
 [{cri}.containerd.runtimes.runc.options]
   BinaryName = {json.dumps(str(paths.bin_dir / "runc"))}
   SystemdCgroup = false
+[{cri}.containerd.runtimes.{NVIDIA_HANDLER}]
+  runtime_type = "io.containerd.runc.v2"
+[{cri}.containerd.runtimes.{NVIDIA_HANDLER}.options]
+  BinaryName = {json.dumps(str(paths.nvidia_runtime))}
+  SystemdCgroup = false
 [{cri}.cni]
   bin_dirs = {_toml_list([str(paths.cni_bin)])}
   conf_dir = {json.dumps(str(paths.root / "cni" / "net.d"))}
@@ -135,7 +152,8 @@ def cni_config(paths: NodePaths) -> dict[str, object]:
 def kubelet_config(
     paths: NodePaths, ca: Path, ip: str, port: int, healthz: int
 ) -> dict[str, object]:
-    """The KubeletConfiguration: cgroup v1, the node's runtime, generous disk thresholds."""
+    """The KubeletConfiguration: cgroup v1, the node's runtime, the cluster's DNS, generous
+    disk thresholds."""
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -156,6 +174,8 @@ def kubelet_config(
         "podLogsDir": str(paths.root / "pod-logs"),
         "failSwapOn": False,
         "resolvConf": "/etc/resolv.conf",
+        "clusterDNS": [CLUSTER_DNS],
+        "clusterDomain": "cluster.local",
         "evictionHard": {
             "memory.available": "100Mi",
             "nodefs.available": "1%",
@@ -173,12 +193,24 @@ def kubelet_config(
     }
 
 
+def _write_nvidia_runtime(paths: NodePaths, spec_dir: Path) -> None:
+    """The runtime handler's binary: runc behind NVIDIA's runtime stand-in (CDI mode)."""
+    script = Path(__file__).with_name("nvidia_runtime.py")
+    runc, python = paths.bin_dir / "runc", sys.executable
+    paths.nvidia_runtime.write_text(
+        f'#!/bin/sh\nexec {python} -I {script} --runc {runc} --spec-dir {spec_dir} "$@"\n',
+        encoding="utf-8",
+    )
+    paths.nvidia_runtime.chmod(0o755)
+
+
 def write_configs(
     paths: NodePaths, cdi_dirs: list[Path], ca: Path, ip: str
 ) -> tuple[Path, Path, int]:
     """containerd's and kubelet's configs and the CNI network; kubelet's config, port."""
     for folder in (paths.logs, paths.root / "cni" / "net.d", paths.state):
         folder.mkdir(parents=True, exist_ok=True)
+    _write_nvidia_runtime(paths, cdi_dirs[0])
     containerd = paths.state / "containerd.toml"
     containerd.write_text(containerd_config(paths, cdi_dirs), encoding="utf-8")
     (paths.root / "cni" / "net.d" / "10-arkgpu-e2e.conflist").write_text(

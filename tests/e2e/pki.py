@@ -145,3 +145,17 @@ def write_service_account_keys(directory: Path) -> KeyPair:
     pair.key.touch(mode=0o600)
     pair.key.write_bytes(key_pem(key))
     return pair
+
+
+def apiserver_names(
+    pod_address: str, service_range: str
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The API server certificate's DNS names and IP addresses: loopback's; with a
+    ``pod_address`` (the node's, where pods reach it) also that address, the ``kubernetes``
+    Service's IP (the first of ``service_range``) and its in-cluster names."""
+    hosts = ("localhost", "kubernetes", "kubernetes.default")
+    if not pod_address:
+        return hosts, ("127.0.0.1",)
+    service_ip = str(ipaddress.ip_network(service_range)[1])
+    in_cluster = ("kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
+    return hosts + in_cluster, ("127.0.0.1", pod_address, service_ip)

@@ -4,11 +4,13 @@
 ledger of what it changes), installs the fake GPU driver (``node_fakegpu``),
 starts containerd, imports and pins the pause image, starts kube-controller-manager
 beside the control plane (service accounts, the not-ready taint, Deployments and
-DaemonSets into pods) and kubelet as root, and waits until the Node is Ready and
-untainted. On exit, also after a failed test or a failed start: kubelet,
-kube-controller-manager and containerd are stopped, then the ledger is undone
-(containers and shims killed, mounts and created paths removed, sysctls reset,
-the bridge deleted).
+DaemonSets into pods) and kubelet as root, waits until the Node is Ready and
+untainted, then starts kube-proxy (``node_proxy``: Services, the API server's
+10.96.0.1 among them) and the cluster's DNS (``node_dns``: CoreDNS). On exit, also
+after a failed test or a failed start: kube-proxy, kubelet, kube-controller-manager
+and containerd are stopped, then the ledger is undone (containers and shims killed,
+kube-proxy's and kubelet's iptables chains removed, mounts and created paths removed,
+sysctls reset, the bridge deleted).
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from .controlplane import (
     build_control_plane,
     free_port,
 )
+from .node_dns import start_dns
 from .node_fakegpu import FakeGpuConfig, FakeGpuNode, install
+from .node_proxy import start_kube_proxy
 from .node_runtime import NodePaths, ctr, import_image, node_ip, write_configs
 
 BUILD_SCRIPT = REPO / "scripts" / "build-node.sh"
@@ -112,11 +116,13 @@ class RealNode:
 
 def node_plane_config(workdir: Path) -> ControlPlaneConfig:
     """A control plane for the real node: its API server calls kubelet (``kubectl logs``,
-    ``exec``) as the admin, at the node's InternalIP (its name is in no DNS)."""
+    ``exec``) as the admin, at the node's InternalIP (its name is in no DNS), and serves
+    the node's pods at the node's address through the ``kubernetes`` Service."""
     pki_dir = workdir / "pki"  # running_control_plane writes the admin's certificate there
     return ControlPlaneConfig(
         bin_dir=build_control_plane(),
         workdir=workdir,
+        pod_address=node_ip(),
         apiserver_args=(
             f"--kubelet-client-certificate={pki_dir / 'admin.crt'}",
             f"--kubelet-client-key={pki_dir / 'admin.key'}",
@@ -236,12 +242,23 @@ def _ready_and_untainted(core: k8s.CoreV1Api, name: str) -> bool | None:
     return True if ready and not tainted else None
 
 
+def _start_services(node: RealNode, cfg: RealNodeConfig, stack: ExitStack) -> None:
+    """kube-proxy and the cluster's DNS: pods reach Services, by IP and by name."""
+    kubeconfig = node.plane.admin_kubeconfig
+    timeout_s, stop_s = cfg.ready_timeout_s, cfg.stop_timeout_s
+    start_kube_proxy(node.paths, cfg.name, kubeconfig, stack, timeout_s, stop_s)
+    start_dns(node.paths, node.kubectl, timeout_s)
+
+
 @contextmanager
 def running_node(plane: ControlPlane, bin_dir: Path, cfg: RealNodeConfig) -> Iterator[RealNode]:
     """The real node, Ready; everything it changed on the host is undone on exit."""
     paths = NodePaths(bin_dir=bin_dir)
     with ExitStack() as stack:
-        stack.enter_context(node_host.claimed(paths.bin_dir / "containerd-shim-runc-v2"))
+        kube_proxy = paths.bin_dir / "kube-proxy"
+        stack.enter_context(
+            node_host.claimed(paths.bin_dir / "containerd-shim-runc-v2", kube_proxy)
+        )
         gpu = install(FakeGpuConfig(paths.root / "fakegpu", cfg.gpus, cfg.gpu_memory_mib))
         ip = node_ip()
         containerd_cfg, kubelet_cfg, _ = write_configs(paths, [gpu.cdi_dir], plane.ca, ip)
@@ -257,4 +274,6 @@ def running_node(plane: ControlPlane, bin_dir: Path, cfg: RealNodeConfig) -> Ite
                 f"node {cfg.name} not Ready and untainted",
                 kubelet.child,
             )
-        yield RealNode(cfg.name, ip, paths, gpu, plane, kubelet)
+        node = RealNode(cfg.name, ip, paths, gpu, plane, kubelet)
+        _start_services(node, cfg, stack)
+        yield node
