@@ -61,8 +61,9 @@ browser:
 control-plane:
 	bash scripts/build-control-plane.sh
 
-# The real node of tests/e2e/test_real_node*.py (kubelet, kube-controller-manager, kubectl
-# 1.37.2, containerd 2.4, runc 1.5, the CNI plugins, the pause image), built once per
+# The real node of tests/e2e/test_real_node*.py (kubelet, kube-controller-manager, kubectl,
+# kube-proxy 1.37.2, CoreDNS 1.14, containerd 2.4, runc 1.5, the CNI plugins, the pause
+# image; Debian's iptables), built once per
 # machine from the Go module proxy into ~/.cache/arkgpu/node (docs/studies/real-node.md
 # for the times; a cache hit after that). Its tests run as root.
 node:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from . import node_iptables, nvidia_runtime, pki
+from . import node_chart, node_iptables, nvidia_runtime, pki
+from .controlplane import REPO
 
 KUBELET_SAVE = """\
 *mangle
@@ -112,3 +113,15 @@ def test_the_api_server_certificate_names_the_node_and_the_service_for_pods() ->
     hosts, ips = pki.apiserver_names("192.0.2.2", "10.96.0.0/24")
     assert ips == ("127.0.0.1", "192.0.2.2", "10.96.0.1")
     assert {"kubernetes.default.svc", "kubernetes.default.svc.cluster.local"} <= set(hosts)
+
+
+def test_install_md_shows_the_values_and_manifests_the_chart_test_uses() -> None:
+    """docs/INSTALL.md's commands for the real-node install name the files the test uses."""
+    text = (REPO / "docs" / "INSTALL.md").read_text(encoding="utf-8")
+    values = node_chart.VALUES.relative_to(REPO)
+    assert f"-f {values}" in text
+    for manifest in ("nvidia-runtimeclass.yaml", "hami-pod.yaml"):
+        path = (node_chart.MANIFESTS / manifest).relative_to(REPO)
+        assert f"kubectl apply {'-n <namespace> ' if 'hami' in manifest else ''}-f {path}" in text
+    assert f"helm install {node_chart.RELEASE} deploy/helm/arkgpu" in text
+    assert f"--namespace {node_chart.NAMESPACE} --create-namespace" in text
