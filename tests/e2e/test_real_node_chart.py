@@ -46,6 +46,9 @@ REGION_GC_WAIT_S = 240.0
 """Bound for the device plugin to remove the regions of deleted pods: its default
 ``region_grace_s`` (60 s) after the last write, then its next scan; room for a load of 8."""
 UNINSTALL_WAIT_S = 180.0
+COMPONENT = "app.kubernetes.io/component"
+METRICS_PORT = 9402
+"""The node runtime's metrics port (values.yaml: node.runtime.metricsPort)."""
 """Bound for the release's pods to be gone after ``helm uninstall`` (seconds when idle)."""
 
 
@@ -136,7 +139,39 @@ def test_a_hami_pod_runs_under_its_cap_and_share(chart: Chart) -> None:
     run = json.loads(lines[3])
     assert run["error"] == 0
     assert abs(run["share"] - SHARE) <= 0.03, run["share"]
+    samples = _runtime_samples(chart, _region_of(namespace, "hami-cubench"))
+    assert samples["arkgpu_container_share_ratio"] == pytest.approx(SHARE)
+    assert samples["arkgpu_container_memory_cap_bytes"] == CAP_MIB * MIB
     node.kubectl("delete", "namespace", namespace, "--wait=true", timeout_s=POD_WAIT_S)
+
+
+def _region_of(namespace: str, name: str) -> str:
+    """The region folder the chart's device plugin made for pod ``namespace/name``."""
+    for description in Path(HOST_PATHS[0]).glob("*/pod.json"):
+        pod = json.loads(description.read_text(encoding="utf-8"))
+        if (pod.get("namespace"), pod.get("pod")) == (namespace, name):
+            return description.parent.name
+    raise AssertionError(f"no region of {namespace}/{name} in {HOST_PATHS[0]}")
+
+
+def _runtime_samples(chart: Chart, region: str) -> dict[str, float]:
+    """The node runtime's samples of ``region``'s container, scraped through the API
+    server's proxy to the node pod's metrics port (waits for the runtime to adopt the
+    region: one control period when idle)."""
+    pod = next(p for p in chart.pods() if p["metadata"]["labels"].get(COMPONENT) == "node")
+    name, port = pod["metadata"]["name"], METRICS_PORT
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods/{name}:{port}/proxy/metrics"
+    deadline = time.monotonic() + POD_WAIT_S
+    while True:
+        text = chart.node.kubectl("get", "--raw", path)
+        found = {}
+        for line in text.splitlines():
+            if line.startswith("arkgpu_container_") and f'region="{region}"' in line:
+                found[line.split("{")[0]] = float(line.rsplit(" ", 1)[1])
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"no sample of {region}:\n{text[-3000:]}"
+        time.sleep(1.0)
 
 
 def _regions() -> list[str]:
