@@ -6,7 +6,7 @@ own binary packed as ``registry.k8s.io/kube-scheduler:<cluster version>``, the n
 and tag the chart's default values ask for. The RuntimeClass ``nvidia`` of NVIDIA's
 runtime (``manifests/nvidia-runtimeclass.yaml``, applied with kubectl), the node
 labelled ``arkgpu.io/gpu=true``, then ``helm install`` with the real helm and the
-values file ``deploy/examples/values-cdi-runtimeclass.yaml``, the commands
+values file ``deploy/examples/values/cdi-runtimeclass.yaml``, the commands
 docs/INSTALL.md shows.
 """
 
@@ -30,7 +30,7 @@ from .realnode import RealNode
 
 RELEASE = "arkgpu"
 NAMESPACE = "arkgpu-system"
-VALUES = REPO / "deploy" / "examples" / "values-cdi-runtimeclass.yaml"
+VALUES = REPO / "deploy" / "examples" / "values" / "cdi-runtimeclass.yaml"
 MANIFESTS = Path(__file__).with_name("manifests")
 COMPONENTS = ("scheduler", "extender", "webhook", "node")
 """The chart's parts that run pods (``app.kubernetes.io/component``), DRA off."""
