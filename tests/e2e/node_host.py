@@ -108,6 +108,8 @@ def _cgroup_dirs() -> list[Path]:
 def _new_ledger(shim: Path, kube_proxy: Path | None) -> Ledger:
     candidates = [Path(p) for p in FIXED_PATHS] + _cgroup_dirs() + [DATA_ROOT, STATE_ROOT]
     sysctls = [*SYSCTLS, BRIDGE_NF] if kube_proxy else SYSCTLS
+    if kube_proxy and not (Path("/proc/sys") / BRIDGE_NF).exists():
+        raise NodeHostError(f"kube-proxy needs {BRIDGE_NF}: run 'modprobe br_netfilter' as root")
     return Ledger(
         sysctls={name: _read_sysctl(name) for name in sysctls},
         created=[str(p) for p in candidates if not p.exists()],
