@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,7 @@ from arkgpu.k8s.dra.claims import parse_qos
 from arkgpu.k8s.dra.config import DRIVER_NAME
 from arkgpu.limiter import native, read_limits
 from k8s.dra import kubelet
+from k8s.dra.test_health import get, metric
 
 from .controlplane import REPO, ControlPlane
 from .nodes import TEST_LABEL, create_gpu_node, wait_for
@@ -68,8 +70,20 @@ def node_dir() -> Iterator[Path]:
 
 
 @pytest.fixture
+def probe_port() -> int:
+    """A free TCP port for the driver's /healthz, /readyz and /metrics."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
 def dra_node(
-    api: k8s.ApiClient, control_plane: ControlPlane, tmp_path: Path, node_dir: Path
+    api: k8s.ApiClient,
+    control_plane: ControlPlane,
+    tmp_path: Path,
+    node_dir: Path,
+    probe_port: int,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A node with one 16 GiB fake GPU and ``arkgpu dra-driver run`` publishing it."""
     ensure_device_class(api)
@@ -81,6 +95,7 @@ def dra_node(
         f'registry_dir = "{node_dir}/registry"\nplugin_dir = "{node_dir}/plugin"\n'
         f'regions_dir = "{node_dir}/regions"\ncdi_dir = "{node_dir}/cdi"\n'
         f'dev_dir = "{node_dir}/dev"\npreload_file = "{node_dir}/preload/ld.so.preload"\n'
+        f'listen_address = "127.0.0.1"\nport = {probe_port}\n'
     )
     (node_dir / "dev").mkdir()  # the fake GPU's device nodes (Prepare checks they exist)
     for name in ("nvidia0", "nvidiactl"):
@@ -185,8 +200,10 @@ def test_claims_share_one_gpu_up_to_its_capacity_and_free_it_when_deleted(
     namespace: str,
     dra_node: tuple[str, subprocess.Popen[bytes]],
     node_dir: Path,
+    probe_port: int,
 ) -> None:
-    """Two claims on one 16 GiB GPU; a third that would pass its memory waits, then fits."""
+    """Two claims on one 16 GiB GPU; a third that would pass its memory waits, then fits.
+    The driver's probes: live, unready until the kubelet registers it, then ready."""
     node, driver = dra_node
     resource = k8s.ResourceV1Api(api)
     name = f"{node}-{DRIVER_NAME}"
@@ -209,7 +226,18 @@ def test_claims_share_one_gpu_up_to_its_capacity_and_free_it_when_deleted(
     assert first["shareID"] != second["shareID"]
     assert _consumed(first) == (6144, 50)
     assert _consumed(second) == (5120, 30)
+    unready = wait_for(
+        lambda: got if (got := get(probe_port, "/readyz"))[1].startswith("not reg") else None,
+        30,
+        "/readyz waiting for the kubelet's registration",
+    )
+    assert unready[0] == 503
+    assert get(probe_port, "/healthz") == (200, "ok\n")
     _prepare_through_the_kubelet_plugin(cluster, node_dir, "b", second)
+    assert get(probe_port, "/readyz") == (200, "ok\n")
+    assert metric(probe_port, "arkgpu_dra_driver_prepared_claims_total") == 1
+    assert metric(probe_port, "arkgpu_dra_driver_unprepared_claims_total") == 1
+    assert metric(probe_port, "arkgpu_dra_driver_devices") == 1
 
     cluster.submit("c", "6Gi", "10")  # 6144 + 5120 + 6144 > 16384 MiB
     reason = wait_for(lambda: cluster.unschedulable("c"), 60, "pod c unschedulable")

@@ -71,7 +71,7 @@ def _run(c: ContractBenchConfig, work: Path) -> dict[str, Any]:
     seconds = f"{run_s:g}"
     loop = ["be", "--seconds", seconds, "--kernel-us", f"{c.kernel_us:g}"]
     demo.start_runtime()
-    time.sleep(2.0)  # the runtime fits its predictor
+    demo.wait_for_runtime()  # it loads its predictor (seconds; more on a loaded machine)
     rates = f"{c.lc_rps:g}:{run_s:g}"
     log = work / "lc.jsonl"
     lc_args = ["lc", "--rates", rates, "--model", "resnet50", "--log", str(log)]

@@ -242,12 +242,13 @@ def test_allocate_then_prestart_give_the_pods_region_env_mounts_and_devices(setu
     status, metrics = _get(setup.port, "/metrics")
     assert status == 200
     for line in (
-        "arkgpu_device_plugin_registrations_total 1",
-        "arkgpu_device_plugin_allocations_total 1",
-        "arkgpu_device_plugin_allocate_refusals_total 1",
-        "arkgpu_device_plugin_prestarts_total 1",
-        "arkgpu_device_plugin_foreign_devices 0",
-        'arkgpu_device_plugin_gpus{health="healthy"} 2',
+        "arkgpu_device_plugin_registrations_total 1.0",
+        "arkgpu_device_plugin_allocations_total 1.0",
+        "arkgpu_device_plugin_allocate_refusals_total 1.0",
+        "arkgpu_device_plugin_prestarts_total 1.0",
+        "arkgpu_device_plugin_foreign_devices 0.0",
+        'arkgpu_device_plugin_gpus{health="healthy"} 2.0',
+        'arkgpu_device_plugin_gpus{health="unhealthy"} 0.0',
     ):
         assert line in metrics.splitlines()
 

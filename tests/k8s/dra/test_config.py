@@ -18,6 +18,7 @@ def test_defaults_and_node_name_from_the_environment() -> None:
     assert config.memory_step_mib == 256
     assert config.cores_step == 5
     assert config.device_order == "index"
+    assert config.port == 0  # no endpoint unless asked (the chart asks)
 
 
 def test_a_file_sets_every_field(tmp_path: Path) -> None:
@@ -28,7 +29,7 @@ def test_a_file_sets_every_field(tmp_path: Path) -> None:
         "gpu_memory_mib = 8192\nmemory_step_mib = 512\ncores_step = 10\nresync_s = 2.5\n"
         'driver_name = "gpu.example.com"\ndelete_on_exit = false\ndevice_order = "pack"\n'
         'dev_dir = "/host/dev"\npreload_file = "/run/p/ld.so.preload"\n'
-        'host_dev_dir = "/opt/gpu/dev"\n'
+        'host_dev_dir = "/opt/gpu/dev"\nlisten_address = "127.0.0.1"\nport = 9404\n'
     )
     config = load_config(file, {})
     assert (config.node_name, config.kubeconfig, config.gpus) == ("n1", Path("/k"), 2)
@@ -37,7 +38,8 @@ def test_a_file_sets_every_field(tmp_path: Path) -> None:
     assert (config.device_order, config.dev_dir) == ("pack", Path("/host/dev"))
     assert config.preload_file == Path("/run/p/ld.so.preload")
     assert config.host_dev_dir == Path("/opt/gpu/dev")
-    assert len(field_names()) == 20
+    assert (config.listen_address, config.port) == ("127.0.0.1", 9404)
+    assert len(field_names()) == 22
 
 
 @pytest.mark.parametrize(
@@ -52,6 +54,7 @@ def test_a_file_sets_every_field(tmp_path: Path) -> None:
         ({"node_name": "n", "gpus": "two"}, "gpus"),
         ({"node_name": "n", "device_order": "spread"}, "device_order"),
         ({"node_name": "n", "plugin_dir": "/" + "x" * 120}, "plugin_dir"),
+        ({"node_name": "n", "port": 70_000}, "port"),
     ],
 )
 def test_bad_values_are_refused_naming_the_file_and_field(

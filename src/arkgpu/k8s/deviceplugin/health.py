@@ -1,4 +1,5 @@
-"""``/healthz``, ``/readyz`` and ``/metrics`` of the device plugin (stdlib HTTP, one thread).
+"""``/healthz``, ``/readyz`` and ``/metrics`` of the device plugin (served by
+:mod:`arkgpu.k8s.probes`, shared with the DRA driver).
 
 - ``/healthz``: 200 while the plugin's loop has run recently (it checks the
   kubelet every ``kubelet_check_s``), else 503: a stuck plugin gets restarted.
@@ -10,101 +11,82 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
 from typing import Any
 
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
 from arkgpu.k8s.deviceplugin.plugin import DevicePlugin
+from arkgpu.k8s.probes import Probes, serve_probes
 
 STALE_AFTER_S = 30.0
 """Least time without a loop tick before ``/healthz`` fails, seconds (a loaded node's NVML
 scan can take seconds; the kubelet's default probe period is 10 s)."""
+PREFIX = "arkgpu_device_plugin_"
 
 
-def metrics_text(plugin: DevicePlugin) -> str:
-    """The metrics in Prometheus' text format."""
-    gpus = plugin.board.snapshot()[1]
-    healthy = sum(g.healthy for g in gpus)
-    rows = [
-        (
-            "registrations_total",
-            "counter",
-            "Successful registrations with the kubelet.",
-            "",
-            plugin.registrations,
-        ),
-        ("allocations_total", "counter", "Containers allocated.", "", plugin.service.allocations),
-        (
-            "allocate_refusals_total",
-            "counter",
-            "Allocate and PreStartContainer calls answered with an error.",
-            "",
-            plugin.service.refusals,
-        ),
-        (
-            "prestarts_total",
-            "counter",
-            "Containers given their pod's limits.",
-            "",
-            plugin.service.prestarts,
-        ),
-        (
-            "gpu_mismatches_total",
-            "counter",
-            "Containers allocated other GPUs than their pod's assigned ones.",
-            "",
-            plugin.service.mismatches,
-        ),
-        (
-            "foreign_devices",
-            "gauge",
+class PluginCollector(Collector):
+    """The plugin's counters and gauges, read at each scrape."""
+
+    def __init__(self, plugin: DevicePlugin) -> None:
+        """Collect from ``plugin``."""
+        self.plugin = plugin
+
+    def collect(self) -> Iterator[Any]:
+        """The metric families (prometheus-client's collector protocol)."""
+        p, s = self.plugin, self.plugin.service
+        for name, text, value in (
+            ("registrations", "Successful registrations with the kubelet.", p.registrations),
+            ("allocations", "Containers allocated.", s.allocations),
+            (
+                "allocate_refusals",
+                "Allocate and PreStartContainer calls answered with an error.",
+                s.refusals,
+            ),
+            ("prestarts", "Containers given their pod's limits.", s.prestarts),
+            (
+                "gpu_mismatches",
+                "Containers allocated other GPUs than their pod's assigned ones.",
+                s.mismatches,
+            ),
+        ):
+            yield CounterMetricFamily(PREFIX + name, text, value=value)
+        yield GaugeMetricFamily(
+            PREFIX + "foreign_devices",
             "nvidia.com/gpu devices the kubelet holds from another device plugin.",
-            "",
-            plugin.foreign_devices,
-        ),
-        ("gpus", "gauge", "GPUs of the node by health.", '{health="healthy"}', healthy),
-        ("gpus", "gauge", "", '{health="unhealthy"}', len(gpus) - healthy),
-    ]
-    lines = []
-    for name, kind, text, labels, value in rows:
-        full = f"arkgpu_device_plugin_{name}"
-        if text:
-            lines += [f"# HELP {full} {text}", f"# TYPE {full} {kind}"]
-        lines.append(f"{full}{labels} {value}")
-    return "\n".join(lines) + "\n"
+            value=p.foreign_devices,
+        )
+        gpus = p.board.snapshot()[1]
+        healthy = sum(g.healthy for g in gpus)
+        by_health = GaugeMetricFamily(
+            PREFIX + "gpus", "GPUs of the node by health.", labels=["health"]
+        )
+        by_health.add_metric(["healthy"], healthy)
+        by_health.add_metric(["unhealthy"], len(gpus) - healthy)
+        yield by_health
 
 
-def _answer(plugin: DevicePlugin, path: str) -> tuple[int, str]:
-    if path == "/metrics":
-        return 200, metrics_text(plugin)
-    if path == "/healthz":
-        stale = max(STALE_AFTER_S, 5 * plugin.config.kubelet_check_s)
-        alive = time.monotonic() - plugin.last_tick < stale
-        return (200, "ok\n") if alive else (503, "loop stalled\n")
-    if path == "/readyz":
-        if plugin.not_ready:
-            return 503, f"not ready: {plugin.not_ready}\n"
-        return (200, "ok\n") if plugin.registered else (503, "not registered\n")
-    return 404, "not found\n"
+def live(plugin: DevicePlugin) -> str:
+    """``/healthz``: "" while the loop ticked within max(30 s, 5 kubelet checks)."""
+    stale = max(STALE_AFTER_S, 5 * plugin.config.kubelet_check_s)
+    return "" if time.monotonic() - plugin.last_tick < stale else "loop stalled"
+
+
+def ready(plugin: DevicePlugin) -> str:
+    """``/readyz``: "" once registered with the kubelet now serving."""
+    if plugin.not_ready:
+        return f"not ready: {plugin.not_ready}"
+    return "" if plugin.registered else "not registered"
+
+
+def probes(plugin: DevicePlugin) -> Probes:
+    """The plugin's three answers."""
+    return Probes(lambda: live(plugin), lambda: ready(plugin), PluginCollector(plugin))
 
 
 def serve_health(plugin: DevicePlugin, address: str, port: int) -> ThreadingHTTPServer:
-    """Start the endpoint in a daemon thread; the caller shuts it down."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            status, body = _answer(plugin, self.path.split("?")[0])
-            data = body.encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Quiet: probes would fill the log."""
-
-    server = ThreadingHTTPServer((address, port), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    """Start the endpoint in a daemon thread; the caller stops it (``stop_probes``)."""
+    return serve_probes(probes(plugin), address, port)

@@ -21,6 +21,7 @@ from arkgpu.k8s.deviceplugin.podresources import PodResourcesClient
 from arkgpu.k8s.deviceplugin.service import now_rfc3339
 from arkgpu.k8s.gpus import AssumedGpus, GpuSource, NvmlGpus
 from arkgpu.k8s.inventory import InventoryPublisher, read_corrections
+from arkgpu.k8s.probes import stop_probes
 
 
 def log(message: str) -> None:
@@ -55,9 +56,7 @@ def serve(config: DevicePluginConfig) -> int:
     try:
         plugin.run(stop)
     finally:
-        if health is not None:
-            health.shutdown()
-            health.server_close()
+        stop_probes(health)
         api.close()
         if isinstance(gpus, NvmlGpus):
             gpus.close()

@@ -66,6 +66,13 @@ class DraConfig:
     kubelet_plugin: bool = True
     """Serve the kubelet plugin (registration, NodePrepare/NodeUnprepareResources); default
     true. False publishes the slice only."""
+    listen_address: str = "0.0.0.0"
+    """Address of the ``/healthz``, ``/readyz`` and ``/metrics`` endpoint (default 0.0.0.0:
+    the kubelet's probes and Prometheus reach the pod's IP)."""
+    port: int = 0
+    """TCP port of that endpoint (default 0: no endpoint; the chart sets
+    ``dra.metricsPort``, 9404). Off by default, unlike the device plugin's, because tests
+    and dry runs start several drivers on one host."""
     registry_dir: Path = Path("/var/lib/kubelet/plugins_registry")
     """The kubelet's plugin registration folder, where ``<driver_name>-reg.sock`` goes
     (default /var/lib/kubelet/plugins_registry, the kubelet's)."""
@@ -119,6 +126,8 @@ PARSERS: dict[str, Parser] = {
     "device_order": choice(*DEVICE_ORDERS),
     "delete_on_exit": boolean,
     "kubelet_plugin": boolean,
+    "listen_address": text,
+    "port": integer(0, 65_535),
     "registry_dir": path,
     "plugin_dir": path,
     "regions_dir": path,

@@ -61,6 +61,14 @@ class DraService(wire.DraServicer):
     preparer: Preparer
     driver: str
     lock: threading.Lock = field(default_factory=threading.Lock)
+    prepared: int = 0
+    """Claims prepared (a retried Prepare of a prepared claim counts again)."""
+    prepare_errors: int = 0
+    """Claims whose Prepare answered an error."""
+    unprepared: int = 0
+    """Claims unprepared."""
+    unprepare_errors: int = 0
+    """Claims whose Unprepare answered an error."""
 
     def NodePrepareResources(  # noqa: N802 (the gRPC method's name)
         self, request: dra.NodePrepareResourcesRequest, context: Any
@@ -69,7 +77,10 @@ class DraService(wire.DraServicer):
         response = dra.NodePrepareResourcesResponse()
         with self.lock:
             for claim in request.claims:
-                response.claims[claim.uid].CopyFrom(self._prepare(claim))
+                result = self._prepare(claim)
+                self.prepared += not result.error
+                self.prepare_errors += bool(result.error)
+                response.claims[claim.uid].CopyFrom(result)
         return response
 
     def NodeUnprepareResources(  # noqa: N802
@@ -84,6 +95,8 @@ class DraService(wire.DraServicer):
                     self.preparer.unprepare(claim.uid)
                 except OSError as exc:
                     result.error = f"unprepare {claim.namespace}/{claim.name}: {exc}"
+                self.unprepared += not result.error
+                self.unprepare_errors += bool(result.error)
                 response.claims[claim.uid].CopyFrom(result)
         return response
 
@@ -120,6 +133,9 @@ class RegistrationService(wire.RegistrationServicer):
     endpoint: Path
     registered: threading.Event = field(default_factory=threading.Event)
     error: str = ""
+    """The kubelet's reason when it refused us last ("" when it took us)."""
+    registrations: int = 0
+    """Times the kubelet reported us registered (once per kubelet start)."""
 
     def GetInfo(self, request: reg.InfoRequest, context: Any) -> reg.PluginInfo:  # noqa: N802
         """Type, name, DRA socket and the service version offered."""
@@ -136,6 +152,7 @@ class RegistrationService(wire.RegistrationServicer):
         """Remember whether the kubelet took us."""
         self.error = request.error
         if request.plugin_registered:
+            self.registrations += 1
             self.registered.set()
         return reg.RegistrationStatusResponse()
 

@@ -19,6 +19,7 @@ from typing import Any
 from arkgpu.k8s.cluster.watching import Reflector, WatchConfig
 from arkgpu.k8s.contract import InventoryGpu
 from arkgpu.k8s.dra.config import DraConfig
+from arkgpu.k8s.dra.health import DriverState
 from arkgpu.k8s.dra.ordering import ClaimLoads, ordered
 from arkgpu.k8s.dra.publishing import KubernetesSlices, Publisher
 from arkgpu.k8s.dra.slices import devices, mig_message
@@ -34,8 +35,11 @@ def _say(text: str) -> None:
     print(f"arkgpu dra-driver: {text}", file=sys.stderr, flush=True)
 
 
-def start_plugin(config: DraConfig, client: Any, found: Sequence[InventoryGpu]) -> Any:
-    """Recover, then serve the kubelet plugin; returns the gRPC server."""
+def start_plugin(
+    config: DraConfig, client: Any, found: Sequence[InventoryGpu], state: DriverState
+) -> Any:
+    """Recover, then serve the kubelet plugin (its services recorded in ``state`` for the
+    probes); returns the gRPC server."""
     from arkgpu.k8s.dra.plugin import DraService, KubernetesClaims, serve_plugin  # noqa: PLC0415
     from arkgpu.k8s.dra.preparing import Preparer  # noqa: PLC0415 (grpc only when served)
 
@@ -52,9 +56,23 @@ def start_plugin(config: DraConfig, client: Any, found: Sequence[InventoryGpu]) 
     )
     for left in preparer.recover():
         _say(f"removed {left}, left half-built by an earlier run")
-    service = DraService(KubernetesClaims(client), preparer, config.driver_name)
-    server, _ = serve_plugin(config.registry_socket, config.dra_socket, service)
+    state.service = DraService(KubernetesClaims(client), preparer, config.driver_name)
+    server, state.registration = serve_plugin(
+        config.registry_socket, config.dra_socket, state.service
+    )
     _say(f"kubelet plugin on {config.dra_socket}, registration on {config.registry_socket}")
+    return server
+
+
+def start_probes(config: DraConfig, state: DriverState) -> Any:
+    """Serve /healthz, /readyz and /metrics on ``listen_address:port``; None when port is 0."""
+    if not config.port:
+        return None
+    from arkgpu.k8s.dra.health import probes  # noqa: PLC0415 (grpc, prometheus-client)
+    from arkgpu.k8s.probes import serve_probes  # noqa: PLC0415
+
+    server = serve_probes(probes(state), config.listen_address, config.port)
+    _say(f"/healthz, /readyz and /metrics on {config.listen_address}:{config.port}")
     return server
 
 
@@ -83,6 +101,7 @@ def watch_claims(config: DraConfig, client: Any) -> tuple[ClaimLoads, Reflector]
 def serve(config: DraConfig) -> int:
     """Run until SIGTERM or SIGINT; 0 on a clean stop."""
     from arkgpu.k8s.cluster.kube import load_client  # noqa: PLC0415 (the k8s extra)
+    from arkgpu.k8s.probes import stop_probes  # noqa: PLC0415
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -90,33 +109,55 @@ def serve(config: DraConfig) -> int:
     client = load_client(config.kubeconfig)
     publisher = Publisher(KubernetesSlices(client), config.node_name, config.driver_name)
     source = gpu_source(config)
+    state = DriverState(config)
     found = source.scan()
-    server = start_plugin(config, client, found) if config.kubelet_plugin else None
+    server = start_plugin(config, client, found, state) if config.kubelet_plugin else None
+    probing = start_probes(config, state)
     claims, reflector = (
         watch_claims(config, client) if config.device_order == "pack" else (None, None)
     )
+    try:
+        _resync(config, source, publisher, claims, state, found, stop)
+    finally:
+        stop_probes(probing)
+        if reflector is not None:
+            reflector.stopping.set()
+        if server is not None:
+            server.stop(5).wait()
+    if config.delete_on_exit:
+        publisher.withdraw()
+        _say(f"deleted {publisher.name}")
+    return 0
+
+
+def _resync(
+    config: DraConfig,
+    source: GpuSource,
+    publisher: Publisher,
+    claims: ClaimLoads | None,
+    state: DriverState,
+    found: Sequence[InventoryGpu],
+    stop: threading.Event,
+) -> None:
+    """Publish ``found``, then rescan and publish every ``resync_s`` until ``stop``."""
     line, mig = mig_message(found, frozenset())
     if line:
         _say(line)
-    first = publisher.reconcile(slice_devices(config, found, claims))
+    listed = slice_devices(config, found, claims)
+    state.published(first := publisher.reconcile(listed), len(listed))
     _say(f"{first} {publisher.name} ({len(found)} GPUs, {config.device_order} order)")
     while not stop.wait(config.resync_s):
         try:
             found = source.scan()
             line, mig = mig_message(found, mig)
-            outcome = publisher.reconcile(slice_devices(config, found, claims))
+            listed = slice_devices(config, found, claims)
+            outcome = publisher.reconcile(listed)
         except Exception as exc:  # the API server or NVML may be away a while
+            state.failed()
             _say(f"resync failed, retrying in {config.resync_s:g} s: {exc}")
             continue
+        state.published(outcome, len(listed))
         if line:
             _say(line)
         if outcome != "unchanged":
             _say(f"{outcome} {publisher.name}")
-    if reflector is not None:
-        reflector.stopping.set()
-    if server is not None:
-        server.stop(5).wait()
-    if config.delete_on_exit:
-        publisher.withdraw()
-        _say(f"deleted {publisher.name}")
-    return 0
