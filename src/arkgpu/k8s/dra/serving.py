@@ -36,7 +36,12 @@ def _say(text: str) -> None:
 
 def start_plugin(config: DraConfig, client: Any, found: Sequence[InventoryGpu]) -> Any:
     """Recover, then serve the kubelet plugin; returns the gRPC server."""
-    from arkgpu.k8s.dra.plugin import DraService, KubernetesClaims, serve_plugin  # noqa: PLC0415
+    from arkgpu.k8s.dra.plugin import (  # noqa: PLC0415
+        DraService,
+        KubernetesClaims,
+        KubernetesPods,
+        serve_plugin,
+    )
     from arkgpu.k8s.dra.preparing import Preparer  # noqa: PLC0415 (grpc only when served)
 
     gpus = {g.index: g for g in found}
@@ -52,7 +57,8 @@ def start_plugin(config: DraConfig, client: Any, found: Sequence[InventoryGpu]) 
     )
     for left in preparer.recover():
         _say(f"removed {left}, left half-built by an earlier run")
-    service = DraService(KubernetesClaims(client), preparer, config.driver_name)
+    claims, pods = KubernetesClaims(client), KubernetesPods(client)
+    service = DraService(claims, preparer, config.driver_name, pods)
     server, _ = serve_plugin(config.registry_socket, config.dra_socket, service)
     _say(f"kubelet plugin on {config.dra_socket}, registration on {config.registry_socket}")
     return server
