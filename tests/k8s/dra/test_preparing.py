@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from arkgpu.k8s.contract import InventoryGpu
-from arkgpu.k8s.dra.claims import ClaimError, Qos, share_names, shares
+from arkgpu.k8s.dra.claims import ClaimError, Qos, shares
 from arkgpu.limiter import read_limits
 from arkgpu.node.pods import parse_pod
 
@@ -60,7 +60,7 @@ def test_a_first_available_result_gets_a_valid_region_and_cdi_name_and_the_main_
     claim = claim_with(result("gpu/large", "gpu-0", "s1", "8Gi"))
     [share] = shares(claim, DRIVER)
     assert share.qos == Qos("lc", "resnet50", target_ms=40.0, max_batch=4)
-    assert (share.name, share.base_request) == ("gpu_large", "gpu")
+    assert share.base_request == "gpu"
     [prepared] = make_preparer(workdir).prepare(claim, [share])
     region = workdir / "regions" / "dra-uid-1-gpu"
     assert read_limits(region).memory_bytes == (8 * 1024 * MIB,)
@@ -122,17 +122,6 @@ def test_each_request_of_a_claim_gets_its_own_region_and_cdi_device(workdir: Pat
     assert [e["CUDA_VISIBLE_DEVICES"] for e in env] == ["GPU-fake-0", "GPU-fake-1"]
     nodes = [[n["path"] for n in d["containerEdits"]["deviceNodes"]] for d in devices]
     assert nodes == [["/dev/nvidia0", "/dev/nvidiactl"], ["/dev/nvidia1", "/dev/nvidiactl"]]
-
-
-def test_share_names_are_unique_and_keep_a_single_result_plain() -> None:
-    assert share_names(["a", "b/x", "c", "c", "d/y", "d/y"]) == [
-        "a",
-        "b_x",
-        "c.0",
-        "c.1",
-        "d_y.0",
-        "d_y.1",
-    ]
 
 
 @pytest.mark.parametrize(
