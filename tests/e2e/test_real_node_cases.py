@@ -11,6 +11,7 @@ restart the node's kubelet.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -250,11 +251,40 @@ def _restarts(node: RealNode, namespace: str, name: str) -> tuple[int, bool]:
     return statuses[0].get("restartCount", 0), "running" in statuses[0].get("state", {})
 
 
-def _wait(probe: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + POD_WAIT_S
+def _wait(probe: Callable[[], object], what: Callable[[], str], bound_s: float = 60.0) -> None:
+    """Until ``probe()``; ``what()`` says why when ``bound_s`` (the test's 300 s timeout
+    holds several such waits) passes."""
+    deadline = time.monotonic() + bound_s
     while not probe():
-        assert time.monotonic() < deadline, what
+        assert time.monotonic() < deadline, what()
         time.sleep(0.5)
+
+
+def _state(node: RealNode, namespace: str, name: str) -> str:
+    """The pod's status and events, for a failure's message."""
+    status = get_pod(node, namespace, name)["status"]
+    events = node.kubectl("get", "events", "-n", namespace, "-o", "wide")
+    log = node.paths.logs / f"kubelet-{node.kubelet.restarts}.log"
+    lines = [x for x in log.read_text().splitlines() if name in x or "devicemanager" in x]
+    kubelet = "\n".join(x[:400] for x in lines[-25:])
+    plugin = _plugin_log(node)[-2500:]
+    return f"status: {status}\nevents:\n{events[-3000:]}\nkubelet:\n{kubelet}\nplugin:\n{plugin}"
+
+
+ADMITTED_MARGIN_S = 5.0
+"""After the restarted kubelet's pod manager has a pod, the wait before its container may
+exit: admission follows in the same goroutine (milliseconds), and a container that is not
+running at admission is re-allocated, which fails while the plugin is not registered
+(``no healthy devices present``: the pod is rejected, as at a node reboot)."""
+
+
+def _kubelet_has(node: RealNode, name: str) -> bool:
+    """Whether the kubelet's pod manager has the pod (its ``/pods``, through the API server)."""
+    try:
+        listed = json.loads(node.kubectl("get", "--raw", f"/api/v1/nodes/{node.name}/proxy/pods"))
+    except Exception:  # the kubelet is not serving yet
+        return False
+    return any(p["metadata"]["name"] == name for p in listed.get("items") or [])
 
 
 def _rebuilt(uid: str) -> bool:
@@ -269,10 +299,13 @@ def test_a_container_started_before_the_plugin_registers_again_gets_its_region_f
 ) -> None:
     """kubelet 1.37.2 skips PreStartContainer until the plugin registers again after its
     restart. The plugin paused (SIGSTOP) across a kubelet restart that removes the regions
-    (a reboot): the pod's container exits and the kubelet starts it again in that window,
-    with no PreStartContainer. Once the plugin runs again, a scan rebuilds the region from
-    the kubelet's PodResources, with the pod's own limits, while that run of the container
-    goes on (no start since: no PreStartContainer did it); the next run sees its cap."""
+    (as a reboot does): once the kubelet has admitted the running pod again, the pod's
+    container exits and the kubelet starts it again in that window, with no
+    PreStartContainer (a container not running at that admission would be rejected: the
+    kubelet allocates again and finds no registered devices). Once the plugin runs again,
+    a scan rebuilds the region from the kubelet's PodResources, with the pod's own limits,
+    while that run of the container goes on (no start since: no PreStartContainer did it);
+    the next run sees its cap."""
     node, plugin = served
     trigger = tmp_path / "trigger"
     trigger.mkdir()
@@ -292,16 +325,24 @@ def test_a_container_started_before_the_plugin_registers_again_gets_its_region_f
     os.kill(plugin.pid, signal.SIGSTOP)
     try:
         node.kubelet.restart(lambda: [shutil.rmtree(f) for f in REGIONS.iterdir()])
+        _wait(lambda: _kubelet_has(node, "window"), lambda: "the kubelet never had the pod")
+        time.sleep(ADMITTED_MARGIN_S)
         (trigger / "go").touch()
-        _wait(lambda: _restarts(node, namespace, "window") == (1, True), "no start in the window")
+        _wait(
+            lambda: _restarts(node, namespace, "window") == (1, True),
+            lambda: f"no start in the window: {_state(node, namespace, 'window')}",
+        )
     finally:
         os.kill(plugin.pid, signal.SIGCONT)
     try:
-        _wait(lambda: _rebuilt(uid), "the region was not rebuilt")
+        _wait(lambda: _rebuilt(uid), lambda: "the region was not rebuilt")
         assert _restarts(node, namespace, "window") == (1, True)
         assert "rebuilt (started without PreStartContainer)" in _plugin_log(node)
         (trigger / "again").touch()
-        _wait(lambda: _restarts(node, namespace, "window") == (2, True), "no third run")
+        _wait(
+            lambda: _restarts(node, namespace, "window") == (2, True),
+            lambda: f"no third run: {_state(node, namespace, 'window')}",
+        )
         _assert_own(node, namespace, "window", 1, 1800, 2000)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\nthe plugin's log:\n{_plugin_log(node)[-4000:]}") from None
