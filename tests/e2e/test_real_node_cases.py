@@ -287,6 +287,11 @@ def _kubelet_has(node: RealNode, name: str) -> bool:
     return any(p["metadata"]["name"] == name for p in listed.get("items") or [])
 
 
+def _remove_regions() -> None:
+    for folder in REGIONS.iterdir():
+        shutil.rmtree(folder)
+
+
 def _rebuilt(uid: str) -> bool:
     try:
         return caps_and_share(region_of(uid)[1]) == ((1800 * MIB,), 2000)
@@ -324,7 +329,7 @@ def test_a_container_started_before_the_plugin_registers_again_gets_its_region_f
     uid = get_pod(node, namespace, "window")["metadata"]["uid"]
     os.kill(plugin.pid, signal.SIGSTOP)
     try:
-        node.kubelet.restart(lambda: [shutil.rmtree(f) for f in REGIONS.iterdir()])
+        node.kubelet.restart(_remove_regions)
         _wait(lambda: _kubelet_has(node, "window"), lambda: "the kubelet never had the pod")
         time.sleep(ADMITTED_MARGIN_S)
         (trigger / "go").touch()

@@ -45,23 +45,27 @@ def uses(name: str, *entries: tuple[str, str]) -> dict[str, Any]:
 REQUESTS = {"infer": ["a", "b"], "other-xyz": ["gpu"]}
 
 
+def requests_of(claim: str) -> list[str]:
+    """This driver's main requests in ``claim`` (REQUESTS)."""
+    return REQUESTS.get(claim, [])
+
+
 def test_one_request_or_a_claim_with_one_request_is_one_group() -> None:
     """A container naming a request (or a subrequest: its main one), or a whole claim of one
     request, gets one group; two containers of one pod may each take one request."""
     names = {"gpu": "infer", "other": "other-xyz"}
-    assert container_groups(uses("c", ("gpu", "a")), names, REQUESTS.get) == ["infer/a"]
-    assert container_groups(uses("c", ("other", "")), names, REQUESTS.get) == ["other-xyz/gpu"]
+    assert container_groups(uses("c", ("gpu", "a")), names, requests_of) == ["infer/a"]
+    assert container_groups(uses("c", ("other", "")), names, requests_of) == ["other-xyz/gpu"]
     subrequest = uses("c", ("gpu", "b/large"))
-    assert container_groups(subrequest, names, REQUESTS.get) == ["infer/b"]
-    assert (
-        clash(pod(uses("c", ("gpu", "a")), uses("d", ("gpu", "b"))), REQUESTS.get, DRIVER) is None
-    )
+    assert container_groups(subrequest, names, requests_of) == ["infer/b"]
+    assert clash(pod(uses("c", ("gpu", "a")), uses("d", ("gpu", "b"))), requests_of, DRIVER) is None
 
 
 def test_a_claim_of_another_driver_is_no_clash() -> None:
     """A container may use an ArkGPU claim beside a claim with none of this driver's devices."""
     requests = {"infer": ["gpu"], "other-xyz": []}
-    assert clash(pod(uses("c", ("gpu", ""), ("other", ""))), requests.get, DRIVER) is None
+    found = clash(pod(uses("c", ("gpu", ""), ("other", ""))), lambda c: requests[c], DRIVER)
+    assert found is None
 
 
 @pytest.mark.parametrize(
@@ -77,7 +81,7 @@ def test_a_container_given_two_groups_is_named_in_one_line(
 ) -> None:
     """Two claims, or a claim of two requests used whole: found in an init container too."""
     init = {**container, "name": "init"}
-    found = clash(pod(uses("main", ("gpu", "a")), init=(init,)), REQUESTS.get, DRIVER)
+    found = clash(pod(uses("main", ("gpu", "a")), init=(init,)), requests_of, DRIVER)
     assert found is not None
     assert "\n" not in found
     assert found.startswith(f"pod ns/p container init would get the {DRIVER} devices of 2 ")
@@ -141,5 +145,28 @@ def test_a_container_of_a_two_gpu_request_is_capped_on_each_gpu(
         out, _ = probe.communicate("\n".join(script) + "\n", timeout=60)
         lines = out.splitlines()
         assert [line.split()[0] for line in lines] == ["oom", "ok", "oom", "ok"], lines
+    finally:
+        server.stop(None)
+
+
+class Unreachable:
+    """A pod source whose API server does not answer."""
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        raise ConnectionRefusedError("connection refused")
+
+
+def test_a_pod_that_cannot_be_read_fails_prepare_with_one_line(workdir: Path) -> None:
+    """The API server away while Prepare checks the reserved pods: the claim's error names
+    the pod and the cause (the kubelet shows it and retries); nothing is written."""
+    mine = claim_with(result("gpu", "gpu-0", "s1"))
+    mine["status"]["reservedFor"] = [{"resource": "pods", "name": "p", "uid": "pod-1"}]
+    server, plugin = start(workdir, Claims(mine), Unreachable())
+    try:
+        answer = kubelet.prepare(plugin, [("ns", "infer", "uid-1")]).claims["uid-1"]
+        assert answer.error == (
+            "claim ns/infer: reading pod p: ConnectionRefusedError: connection refused"
+        )
+        assert not (workdir / "cdi").exists()
     finally:
         server.stop(None)

@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 
 from arkgpu.k8s.contract import InventoryGpu
-from arkgpu.k8s.dra.plugin import DraService, serve_plugin
+from arkgpu.k8s.dra.plugin import DraService, PodSource, serve_plugin
 from arkgpu.k8s.dra.preparing import STAGING, Preparer
 from arkgpu.limiter import native, read_limits
 from arkgpu.limiter.benchmarking import finish_load, start_load
@@ -90,7 +90,7 @@ def make_preparer(workdir: Path, gpus: dict[int, InventoryGpu] | None = None) ->
 
 
 def start(
-    workdir: Path, claims: Claims, pods: Claims | None = None, preparer: Preparer | None = None
+    workdir: Path, claims: Claims, pods: PodSource | None = None, preparer: Preparer | None = None
 ) -> tuple[grpc.Server, kubelet.RegisteredPlugin]:
     preparer = preparer or make_preparer(workdir)
     preparer.recover()

@@ -153,7 +153,13 @@ class DraService(wire.DraServicer):
             return mine if other == name else self._requests_of(namespace, other)
 
         for pod_name, uid in reserved_for(claim):
-            pod = self.pods.get(namespace, pod_name)
+            try:
+                pod = self.pods.get(namespace, pod_name)
+            except Exception as exc:  # the API server: one line, and the kubelet retries
+                what = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+                raise ClaimError(
+                    f"claim {namespace}/{name}: reading pod {pod_name}: {what}"
+                ) from None
             if pod is None or (pod.get("metadata") or {}).get("uid") != uid:
                 continue
             problem = clash(pod, requests_of, self.driver)
