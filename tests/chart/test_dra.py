@@ -105,17 +105,19 @@ def _rules(docs: list[Manifest]) -> set[tuple[str, str, str]]:
 
 
 def test_rbac_is_least_privilege(helm: Path, tmp_path: Path, docs: list[Manifest]) -> None:
-    """Its slices and reading claims; listing claims only for device_order = "pack"."""
+    """Its slices, reading claims and the pods they are reserved for (get only); listing
+    claims only for device_order = "pack"."""
     group = "resource.k8s.io"
     slices = {(group, "resourceslices", v) for v in ("get", "create", "update", "delete")}
-    assert _rules(docs) == {*slices, (group, "resourceclaims", "get")}
+    base = {*slices, ("", "pods", "get")}
+    assert _rules(docs) == {*base, (group, "resourceclaims", "get")}
     binding = find(docs, "ClusterRoleBinding", f"{PREFIX}-dra")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": f"{PREFIX}-dra", "namespace": NS}
     ]
     pack = {"dra": {"enabled": True, "settings": {"device_order": "pack"}}}
     claims = {(group, "resourceclaims", v) for v in ("get", "list", "watch")}
-    assert _rules(render(helm, tmp_path, pack, namespace=NS)) == slices | claims
+    assert _rules(render(helm, tmp_path, pack, namespace=NS)) == base | claims
 
 
 def _stripped(doc: dict[str, Any]) -> dict[str, Any]:

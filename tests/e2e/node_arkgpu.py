@@ -65,9 +65,11 @@ def allocatable_gpus(node: RealNode) -> int:
 
 
 @contextmanager
-def serving_arkgpu_plugin(node: RealNode, split_count: int = 10) -> Iterator[None]:
+def serving_arkgpu_plugin(
+    node: RealNode, split_count: int = 10
+) -> Iterator[subprocess.Popen[bytes]]:
     """``arkgpu device-plugin run`` for the node until it registered and its devices are
-    allocatable, in the kubelet and on the Node; stopped on exit."""
+    allocatable, in the kubelet and on the Node; stopped on exit. Yields its process."""
     root = DATA_ROOT / "arkgpu"
     root.mkdir(parents=True, exist_ok=True)
     config = root / "plugin.toml"
@@ -92,7 +94,7 @@ def serving_arkgpu_plugin(node: RealNode, split_count: int = 10) -> Iterator[Non
             assert plugin.poll() is None, f"the device plugin exited:\n{tail}"
             assert time.monotonic() < deadline, f"nvidia.com/gpu never reached the node:\n{tail}"
             time.sleep(0.5)
-        yield
+        yield plugin
     finally:
         plugin.terminate()
         plugin.wait(timeout=30)

@@ -5,17 +5,19 @@ limiter through ``/etc/ld.so.preload``). Each case asserts the pod's own limits
 inside its container (``CUDA_VISIBLE_DEVICES`` and the CUDA memory query through
 the fake driver) and on the node (the region whose ``pod.json`` names the pod).
 Pods on GPU 0 and GPU 1 get different caps, so a pod given another pod's
-assignment, region or limits is seen. The kubelet restart runs last: it
-restarts the node's kubelet.
+assignment, region or limits is seen. The kubelet restarts run last: they
+restart the node's kubelet.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
+import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -50,13 +52,22 @@ SAME_SECOND_TRIES = 5
 """Pairs created until both carry the same creationTimestamp (1 s resolution)."""
 
 
+Served = tuple[RealNode, "subprocess.Popen[bytes]"]
+
+
 @pytest.fixture(scope="module")
-def node(real_node: RealNode, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNode]:
-    """The node with the cases' image and ArkGPU's device plugin serving it."""
+def served(real_node: RealNode, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The node with the cases' image and ArkGPU's device plugin serving it (its process)."""
     images = tmp_path_factory.mktemp("images")
     real_node.import_image(build_workload_image(images, IMAGE, (POD_PRELOAD,)))
-    with serving_arkgpu_plugin(real_node):
-        yield real_node
+    with serving_arkgpu_plugin(real_node) as plugin:
+        yield real_node, plugin
+
+
+@pytest.fixture(scope="module")
+def node(served: Served) -> RealNode:
+    """The node of :func:`served`."""
+    return served[0]
 
 
 @pytest.fixture
@@ -230,5 +241,113 @@ def test_after_a_kubelet_restart_with_the_regions_gone_containers_get_them_back(
         newcomer = gpu_pod("newcomer", node, 1, 1800, 2000, IMAGE)
         apply_all(node, namespace, [newcomer], tmp_path / "newcomer.json")
         _assert_own(node, namespace, "newcomer", 1, 1800, 2000)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nthe plugin's log:\n{_plugin_log(node)[-4000:]}") from None
+
+
+def _restarts(node: RealNode, namespace: str, name: str) -> tuple[int, bool]:
+    """The pod's container's restart count, and whether it runs."""
+    statuses = get_pod(node, namespace, name)["status"].get("containerStatuses") or [{}]
+    return statuses[0].get("restartCount", 0), "running" in statuses[0].get("state", {})
+
+
+def _wait(probe: Callable[[], object], what: Callable[[], str], bound_s: float = 60.0) -> None:
+    """Until ``probe()``; ``what()`` says why when ``bound_s`` (the test's 300 s timeout
+    holds several such waits) passes."""
+    deadline = time.monotonic() + bound_s
+    while not probe():
+        assert time.monotonic() < deadline, what()
+        time.sleep(0.5)
+
+
+def _state(node: RealNode, namespace: str, name: str) -> str:
+    """The pod's status and events, for a failure's message."""
+    status = get_pod(node, namespace, name)["status"]
+    events = node.kubectl("get", "events", "-n", namespace, "-o", "wide")
+    log = node.paths.logs / f"kubelet-{node.kubelet.restarts}.log"
+    lines = [x for x in log.read_text().splitlines() if name in x or "devicemanager" in x]
+    kubelet = "\n".join(x[:400] for x in lines[-25:])
+    plugin = _plugin_log(node)[-2500:]
+    return f"status: {status}\nevents:\n{events[-3000:]}\nkubelet:\n{kubelet}\nplugin:\n{plugin}"
+
+
+ADMITTED_MARGIN_S = 5.0
+"""After the restarted kubelet's pod manager has a pod, the wait before its container may
+exit: admission follows in the same goroutine (milliseconds), and a container that is not
+running at admission is re-allocated, which fails while the plugin is not registered
+(``no healthy devices present``: the pod is rejected, as at a node reboot)."""
+
+
+def _kubelet_has(node: RealNode, name: str) -> bool:
+    """Whether the kubelet's pod manager has the pod (its ``/pods``, through the API server)."""
+    try:
+        listed = json.loads(node.kubectl("get", "--raw", f"/api/v1/nodes/{node.name}/proxy/pods"))
+    except Exception:  # the kubelet is not serving yet
+        return False
+    return any(p["metadata"]["name"] == name for p in listed.get("items") or [])
+
+
+def _remove_regions() -> None:
+    for folder in REGIONS.iterdir():
+        shutil.rmtree(folder)
+
+
+def _rebuilt(uid: str) -> bool:
+    try:
+        return caps_and_share(region_of(uid)[1]) == ((1800 * MIB,), 2000)
+    except AssertionError:  # not there yet
+        return False
+
+
+def test_a_container_started_before_the_plugin_registers_again_gets_its_region_from_a_scan(
+    served: Served, namespace: str, tmp_path: Path
+) -> None:
+    """kubelet 1.37.2 skips PreStartContainer until the plugin registers again after its
+    restart. The plugin paused (SIGSTOP) across a kubelet restart that removes the regions
+    (as a reboot does): once the kubelet has admitted the running pod again, the pod's
+    container exits and the kubelet starts it again in that window, with no
+    PreStartContainer (a container not running at that admission would be rejected: the
+    kubelet allocates again and finds no registered devices). Once the plugin runs again,
+    a scan rebuilds the region from the kubelet's PodResources, with the pod's own limits,
+    while that run of the container goes on (no start since: no PreStartContainer did it);
+    the next run sees its cap."""
+    node, plugin = served
+    trigger = tmp_path / "trigger"
+    trigger.mkdir()
+    pod = gpu_pod("window", node, 1, 1800, 2000, IMAGE)
+    pod["spec"]["restartPolicy"] = "Always"
+    pod["spec"]["volumes"] = [{"name": "t", "hostPath": {"path": str(trigger)}}]
+    main = pod["spec"]["containers"][0]
+    main["volumeMounts"] = [{"name": "t", "mountPath": "/trigger"}]
+    main["command"][-1] = (
+        f"{REPORT}; if [ -e /trigger/again ]; then exec sleep 600; fi;"
+        " if [ -e /trigger/go ]; then while [ ! -e /trigger/again ]; do sleep 0.5; done; exit 0;"
+        " fi; while [ ! -e /trigger/go ]; do sleep 0.5; done"
+    )
+    apply_all(node, namespace, [pod], tmp_path / "window.json")
+    _assert_own(node, namespace, "window", 1, 1800, 2000)
+    uid = get_pod(node, namespace, "window")["metadata"]["uid"]
+    os.kill(plugin.pid, signal.SIGSTOP)
+    try:
+        node.kubelet.restart(_remove_regions)
+        _wait(lambda: _kubelet_has(node, "window"), lambda: "the kubelet never had the pod")
+        time.sleep(ADMITTED_MARGIN_S)
+        (trigger / "go").touch()
+        _wait(
+            lambda: _restarts(node, namespace, "window") == (1, True),
+            lambda: f"no start in the window: {_state(node, namespace, 'window')}",
+        )
+    finally:
+        os.kill(plugin.pid, signal.SIGCONT)
+    try:
+        _wait(lambda: _rebuilt(uid), lambda: "the region was not rebuilt")
+        assert _restarts(node, namespace, "window") == (1, True)
+        assert "rebuilt (started without PreStartContainer)" in _plugin_log(node)
+        (trigger / "again").touch()
+        _wait(
+            lambda: _restarts(node, namespace, "window") == (2, True),
+            lambda: f"no third run: {_state(node, namespace, 'window')}",
+        )
+        _assert_own(node, namespace, "window", 1, 1800, 2000)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\nthe plugin's log:\n{_plugin_log(node)[-4000:]}") from None

@@ -1,18 +1,20 @@
-"""Issue 32 on the DRA path, on the real node: a ``firstAvailable`` claim and a claim for two
-devices, prepared by ArkGPU's DRA driver for the real kubelet.
+"""Issue 32 on the DRA path, on the real node: a ``firstAvailable`` claim, a claim for two
+devices, and a container given two claims, prepared by ArkGPU's DRA driver for the real
+kubelet.
 
 One node and one driver for the module (``node_dra``: a host process registered in the
 kubelet's plugin registry, the claims' CDI specs read by containerd); kube-scheduler
 allocates the claims from the driver's ResourceSlice, kube-controller-manager makes the
 claim of a template. Each case asserts the allocation, the region and CDI device of each
-result on the node, and the limits inside the container (the CUDA memory query through
-the fake driver, under the limiter). Not in a module with ArkGPU's device plugin: both
-would serve the same GPUs.
+request on the node (one per main request: what one container is given), and the limits
+inside the container (the CUDA memory query through the fake driver, under the limiter).
+Not in a module with ArkGPU's device plugin: both would serve the same GPUs.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from arkgpu.limiter.region import read_limits
 from .node_dra import REGIONS, claim_pod, output, serving_dra_driver
 from .node_gpu_pods import MIB, apply_all, get_pod, new_namespace, report
 from .node_images import build_workload_image
+from .node_pods import POD_WAIT_S
 from .realnode import RealNode
 
 IMAGE = "arkgpu.local/e2e-cuda-dra:test"
@@ -79,8 +82,9 @@ def test_a_first_available_claim_gets_its_fitting_subrequest_and_its_limits(
     node: RealNode, namespace: str, tmp_path: Path
 ) -> None:
     """A template whose first choice (64 GiB) fits no 16 GiB GPU: the claim made from it is
-    allocated ``gpu/small`` (3 GiB, 30 cores); its region (named without a '/') has that cap
-    and share, its CDI device is injected, and CUDA in the container reports 3 GiB."""
+    allocated ``gpu/small`` (3 GiB, 30 cores); its region (named after the main request
+    ``gpu``) has that cap and share, its CDI device is injected, and CUDA in the container
+    reports 3 GiB."""
     template = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
@@ -97,20 +101,21 @@ def test_a_first_available_claim_gets_its_fitting_subrequest_and_its_limits(
     [result] = claim["status"]["allocation"]["devices"]["results"]
     assert result["request"] == "gpu/small", result
     regions, cdi = _regions_and_cdi(node, claim["metadata"]["uid"])
-    assert list(regions) == [f"dra-{claim['metadata']['uid']}-gpu_small"], regions
+    assert list(regions) == [f"dra-{claim['metadata']['uid']}-gpu"], regions
     [limits] = regions.values()
     assert (limits.memory_bytes, limits.share_bp) == ((3072 * MIB,), 3000)
-    assert cdi == [f"{claim['metadata']['uid']}-gpu_small"]
+    assert cdi == [f"{claim['metadata']['uid']}-gpu"]
     assert seen.visible == _uuids(node)[result["device"]]
     assert seen.total_bytes == 3072 * MIB
 
 
-def test_a_claim_for_two_devices_gets_a_region_and_cdi_device_for_each(
+def test_a_claim_for_two_devices_gets_one_region_and_cdi_device_for_the_request(
     node: RealNode, namespace: str, tmp_path: Path
 ) -> None:
-    """One request for two devices (2 GiB, 20 cores each): two results, two regions of those
-    limits and two CDI devices of distinct names; the container runs and CUDA reports the
-    claim's 2 GiB cap on the GPU it sees."""
+    """One request for two devices (2 GiB, 20 cores each), placed where the scheduler likes
+    (both shares may be of one GPU): one region with a cap per distinct GPU (two shares of
+    one GPU summed), one CDI device that both results name, and the container sees each of
+    the request's GPUs once, in the allocation's order, with its cap."""
     claim = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
@@ -126,26 +131,25 @@ def test_a_claim_for_two_devices_gets_a_region_and_cdi_device_for_each(
     got = _claim_of(node, namespace, "two")
     results = got["status"]["allocation"]["devices"]["results"]
     assert [r["request"] for r in results] == ["gpus", "gpus"], results
+    gpus = list(dict.fromkeys(r["device"] for r in results))
+    shares = [sum(r["device"] == g for r in results) for g in gpus]
     uid = got["metadata"]["uid"]
     regions, cdi = _regions_and_cdi(node, uid)
-    assert sorted(regions) == [f"dra-{uid}-gpus.0", f"dra-{uid}-gpus.1"], regions
-    assert {(r.memory_bytes, r.share_bp) for r in regions.values()} == {((2048 * MIB,), 2000)}
-    assert sorted(cdi) == [f"{uid}-gpus.0", f"{uid}-gpus.1"]
-    assert seen.visible in {_uuids(node)[r["device"]] for r in results}, (lines, results)
-    assert seen.total_bytes == 2048 * MIB, lines
+    assert list(regions) == [f"dra-{uid}-gpus"], regions
+    [limits] = regions.values()
+    assert limits.memory_bytes == tuple(n * 2048 * MIB for n in shares), (limits, results)
+    assert limits.share_bp == min(shares) * 2000
+    assert cdi == [f"{uid}-gpus"]
+    assert seen.visible == ",".join(_uuids(node)[g] for g in gpus), (lines, results)
+    assert seen.total_bytes == shares[0] * 2048 * MIB, lines
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="known defect: each result's CDI device sets CUDA_VISIBLE_DEVICES and mounts its "
-    "region at /run/arkgpu/region, so a container given two devices sees the last one only",
-)
 def test_a_container_of_a_two_device_claim_sees_both_gpus(
     node: RealNode, namespace: str, tmp_path: Path
 ) -> None:
     """The claim above, both results on distinct GPUs (``distinctAttribute``): the container
-    lists both GPUs in ``CUDA_VISIBLE_DEVICES``."""
+    lists both GPUs in ``CUDA_VISIBLE_DEVICES`` and its one region caps each at 2 GiB and
+    paces both at 20 %; CUDA reports the cap of its first GPU."""
     claim = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
@@ -158,6 +162,51 @@ def test_a_container_of_a_two_device_claim_sees_both_gpus(
     pod = claim_pod("both", node, IMAGE, {"resourceClaimName": "both"})
     apply_all(node, namespace, [claim, pod], tmp_path / "both.json")
     lines = output(node, namespace, "both", 2)
-    results = _claim_of(node, namespace, "both")["status"]["allocation"]["devices"]["results"]
+    got = _claim_of(node, namespace, "both")
+    results = got["status"]["allocation"]["devices"]["results"]
     uuids = _uuids(node)
-    assert sorted(report(lines).visible.split(",")) == sorted(uuids[r["device"]] for r in results)
+    assert report(lines).visible == ",".join(uuids[r["device"]] for r in results), lines
+    assert len(set(report(lines).visible.split(","))) == 2, lines
+    [limits] = _regions_and_cdi(node, got["metadata"]["uid"])[0].values()
+    assert (limits.memory_bytes, limits.share_bp) == ((2048 * MIB, 2048 * MIB), 2000)
+    assert report(lines).total_bytes == 2048 * MIB, lines
+
+
+def _events(node: RealNode, namespace: str, pod: str) -> list[str]:
+    """The messages of the pod's events."""
+    listed = json.loads(node.kubectl("get", "events", "-n", namespace, "-o", "json"))
+    return [
+        str(e.get("message", ""))
+        for e in listed["items"]
+        if e.get("involvedObject", {}).get("name") == pod
+    ]
+
+
+def test_a_container_given_two_claims_is_refused_with_the_reason_in_its_events(
+    node: RealNode, namespace: str, tmp_path: Path
+) -> None:
+    """Two claims of this driver in one container would clash (one environment, one region
+    mount): Prepare fails, and the kubelet puts the driver's one line in the pod's events;
+    the container never starts."""
+    claims = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": _request("1Gi", "10")}]}},
+        }
+        for name in ("first", "second")
+    ]
+    pod = claim_pod("greedy", node, IMAGE, {"resourceClaimName": "first"})
+    pod["spec"]["resourceClaims"].append({"name": "more", "resourceClaimName": "second"})
+    pod["spec"]["containers"][0]["resources"]["claims"].append({"name": "more"})
+    apply_all(node, namespace, [*claims, pod], tmp_path / "greedy.json")
+    wanted = (
+        f"container main would get the {DRIVER_NAME} devices of 2 requests (first/gpu, second/gpu)"
+    )
+    deadline = time.monotonic() + POD_WAIT_S
+    while not any(wanted in m for m in _events(node, namespace, "greedy")):
+        assert time.monotonic() < deadline, _events(node, namespace, "greedy")
+        time.sleep(1.0)
+    statuses = get_pod(node, namespace, "greedy")["status"].get("containerStatuses") or []
+    assert not any("running" in s.get("state", {}) for s in statuses), statuses

@@ -80,3 +80,16 @@ def test_a_region_allocated_again_is_closed_and_without_the_old_pod(tmp_path: Pa
     assert read_limits(again).memory_bytes == (0,)
     assert not (again / "pod.json").exists()
     assert stale_regions(tmp_path, set(), 60.0) == []
+
+
+def test_settling_replaces_the_empty_folders_a_runtime_made_for_missing_mount_sources(
+    tmp_path: Path,
+) -> None:
+    """A container started before its region existed: the runtime made the bind mounts'
+    sources as folders (``limits``, the region); settling makes the real files there."""
+    region = tmp_path / "dev-x"
+    (region / "limits").mkdir(parents=True)
+    settle_region(region, Limits((1 << 30,), share_bp=5000), {"kind": "be"})
+    assert read_limits(region).share_bp == 5000
+    assert (region / "usage").is_file()
+    assert (region / "pod.json").is_file()

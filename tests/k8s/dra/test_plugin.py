@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 
 from arkgpu.k8s.contract import InventoryGpu
-from arkgpu.k8s.dra.plugin import DraService, serve_plugin
+from arkgpu.k8s.dra.plugin import DraService, PodSource, serve_plugin
 from arkgpu.k8s.dra.preparing import STAGING, Preparer
 from arkgpu.limiter import native, read_limits
 from arkgpu.limiter.benchmarking import finish_load, start_load
@@ -59,7 +59,7 @@ def allocated_claim(uid: str = "uid-1", memory: str = "6Gi", cores: str = "30") 
 
 
 class Claims:
-    """An in-memory claim source."""
+    """An in-memory claim (or pod) source: objects of namespace ``ns`` by name."""
 
     def __init__(self, *claims: dict[str, Any]) -> None:
         self.claims = {c["metadata"]["name"]: c for c in claims}
@@ -89,10 +89,12 @@ def make_preparer(workdir: Path, gpus: dict[int, InventoryGpu] | None = None) ->
     return Preparer(regions, workdir / "cdi", DRIVER, library, known, dev, preload)
 
 
-def start(workdir: Path, claims: Claims) -> tuple[grpc.Server, kubelet.RegisteredPlugin]:
-    preparer = make_preparer(workdir)
+def start(
+    workdir: Path, claims: Claims, pods: PodSource | None = None, preparer: Preparer | None = None
+) -> tuple[grpc.Server, kubelet.RegisteredPlugin]:
+    preparer = preparer or make_preparer(workdir)
     preparer.recover()
-    service = DraService(claims, preparer, DRIVER)
+    service = DraService(claims, preparer, DRIVER, pods or Claims())
     server, _ = serve_plugin(
         workdir / "registry" / f"{DRIVER}-reg.sock", workdir / "plugin" / "dra.sock", service
     )

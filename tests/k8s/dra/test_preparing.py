@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from arkgpu.k8s.contract import InventoryGpu
-from arkgpu.k8s.dra.claims import ClaimError, Qos, share_names, shares
+from arkgpu.k8s.dra.claims import ClaimError, Qos, shares
 from arkgpu.limiter import read_limits
 from arkgpu.node.pods import parse_pod
 
@@ -55,15 +55,15 @@ def spec_of(workdir: Path) -> dict[str, Any]:
 def test_a_first_available_result_gets_a_valid_region_and_cdi_name_and_the_main_config(
     workdir: Path,
 ) -> None:
-    """kube-scheduler names the result ``gpu/large``: the region is one folder, the CDI
-    name has no '/', the LC config aimed at ``gpu`` applies, the kubelet hears ``gpu``."""
+    """kube-scheduler names the result ``gpu/large``: the region is one folder named after the
+    main request, the CDI name has no '/', the LC config aimed at ``gpu`` applies."""
     claim = claim_with(result("gpu/large", "gpu-0", "s1", "8Gi"))
     [share] = shares(claim, DRIVER)
     assert share.qos == Qos("lc", "resnet50", target_ms=40.0, max_batch=4)
-    assert (share.name, share.base_request) == ("gpu_large", "gpu")
+    assert share.base_request == "gpu"
     [prepared] = make_preparer(workdir).prepare(claim, [share])
-    region = workdir / "regions" / "dra-uid-1-gpu_large"
-    assert read_limits(region).memory_bytes[0] == 8 * 1024 * MIB
+    region = workdir / "regions" / "dra-uid-1-gpu"
+    assert read_limits(region).memory_bytes == (8 * 1024 * MIB,)
     pod = parse_pod("c", json.loads((region / "pod.json").read_text()), "pod.json")
     assert (pod.kind, pod.target_ms) == ("lc", 40.0)
     [device] = spec_of(workdir)["devices"]
@@ -71,9 +71,13 @@ def test_a_first_available_result_gets_a_valid_region_and_cdi_name_and_the_main_
     assert prepared.cdi_id == f"{DRIVER}/claim={device['name']}"
 
 
-def test_a_request_for_two_devices_gets_two_regions_and_two_cdi_devices(workdir: Path) -> None:
-    """Two results of one request (two GPUs, or one GPU twice): each its own region, cap
-    and CDI device, none overwriting the other."""
+def test_a_request_for_two_devices_gets_one_region_and_cdi_device_for_all_its_gpus(
+    workdir: Path,
+) -> None:
+    """Issue 32: three results of one request (GPU 0, and GPU 1 twice) are what one container
+    gets: one region with a cap per GPU (GPU 1's two shares summed: 3 + 4 GiB, 40 %; the
+    share paced is the smallest GPU's, 20 %), one CDI device that every result names, with
+    both GPUs visible in CUDA's order and both device nodes."""
     claim = claim_with(
         result("gpu", "gpu-0", "s1", "2Gi"),
         result("gpu", "gpu-1", "s2", "3Gi"),
@@ -81,25 +85,43 @@ def test_a_request_for_two_devices_gets_two_regions_and_two_cdi_devices(workdir:
     )
     fake_dev(workdir / "dev", ("nvidia0", "nvidia1", "nvidiactl"))
     prepared = make_preparer(workdir, TWO_GPUS).prepare(claim, shares(claim, DRIVER))
-    names = ["gpu.0", "gpu.1", "gpu.2"]
-    caps = [read_limits(workdir / "regions" / f"dra-uid-1-{n}").memory_bytes[0] for n in names]
-    assert caps == [2048 * MIB, 3072 * MIB, 4096 * MIB]
-    devices = spec_of(workdir)["devices"]
-    assert [d["name"] for d in devices] == [f"uid-1-{n}" for n in names]
-    assert len({p.cdi_id for p in prepared}) == 3
-    env = [dict(e.split("=", 1) for e in d["containerEdits"]["env"]) for d in devices]
-    assert [e["CUDA_VISIBLE_DEVICES"] for e in env] == ["GPU-fake-0", "GPU-fake-1", "GPU-fake-1"]
-
-
-def test_share_names_are_unique_and_keep_a_single_result_plain() -> None:
-    assert share_names(["a", "b/x", "c", "c", "d/y", "d/y"]) == [
-        "a",
-        "b_x",
-        "c.0",
-        "c.1",
-        "d_y.0",
-        "d_y.1",
+    [region] = [p for p in (workdir / "regions").iterdir() if p.name != ".dra-staging"]
+    assert region.name == "dra-uid-1-gpu"
+    limits = read_limits(region)
+    assert (limits.memory_bytes, limits.share_bp) == ((2048 * MIB, 7168 * MIB), 2000)
+    body = json.loads((region / "pod.json").read_text())
+    assert (body["gpu"], body["gpus"], body["memory_mib"]) == (0, [0, 1], 2048)
+    assert parse_pod("c", body, "pod.json").gpus == (0, 1)
+    [device] = spec_of(workdir)["devices"]
+    assert device["name"] == "uid-1-gpu"
+    assert {p.cdi_id for p in prepared} == {f"{DRIVER}/claim=uid-1-gpu"}
+    edits = device["containerEdits"]
+    env = dict(e.split("=", 1) for e in edits["env"])
+    assert env["CUDA_VISIBLE_DEVICES"] == env["NVIDIA_VISIBLE_DEVICES"] == "GPU-fake-0,GPU-fake-1"
+    assert [n["path"] for n in edits["deviceNodes"]] == [
+        "/dev/nvidia0",
+        "/dev/nvidia1",
+        "/dev/nvidiactl",
     ]
+    mounts = {m["containerPath"]: m["hostPath"] for m in edits["mounts"]}
+    assert mounts[env["ARKGPU_REGION_DIR"]] == str(region)
+
+
+def test_each_request_of_a_claim_gets_its_own_region_and_cdi_device(workdir: Path) -> None:
+    """Two requests (``a`` on GPU 0, ``b/small`` on GPU 1): a container naming one request
+    is given that request's devices only, so each request is a group of its own."""
+    claim = claim_with(result("a", "gpu-0", "s1", "2Gi"), result("b/small", "gpu-1", "s2", "3Gi"))
+    fake_dev(workdir / "dev", ("nvidia0", "nvidia1", "nvidiactl"))
+    prepared = make_preparer(workdir, TWO_GPUS).prepare(claim, shares(claim, DRIVER))
+    caps = {n: read_limits(workdir / "regions" / f"dra-uid-1-{n}").memory_bytes for n in "ab"}
+    assert caps == {"a": (2048 * MIB,), "b": (3072 * MIB,)}
+    devices = spec_of(workdir)["devices"]
+    assert [d["name"] for d in devices] == ["uid-1-a", "uid-1-b"]
+    assert [p.cdi_id for p in prepared] == [f"{DRIVER}/claim=uid-1-a", f"{DRIVER}/claim=uid-1-b"]
+    env = [dict(e.split("=", 1) for e in d["containerEdits"]["env"]) for d in devices]
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in env] == ["GPU-fake-0", "GPU-fake-1"]
+    nodes = [[n["path"] for n in d["containerEdits"]["deviceNodes"]] for d in devices]
+    assert nodes == [["/dev/nvidia0", "/dev/nvidiactl"], ["/dev/nvidia1", "/dev/nvidiactl"]]
 
 
 @pytest.mark.parametrize(
@@ -167,7 +189,7 @@ def test_the_kubelet_hears_the_main_request_of_a_subrequest_result(workdir: Path
         assert response.error == ""
         [device] = response.devices
         assert list(device.request_names) == ["gpu"]
-        assert list(device.cdi_device_ids) == [f"{DRIVER}/claim=uid-1-gpu_large"]
+        assert list(device.cdi_device_ids) == [f"{DRIVER}/claim=uid-1-gpu"]
     finally:
         server.stop(None)
 

@@ -62,7 +62,15 @@ def open_region(regions_dir: Path, key: str, gpus: int) -> Path:
 
 
 def settle_region(directory: Path, limits: Limits, description: Mapping[str, Any]) -> None:
-    """Give the region its pod's limits and ``pod.json`` (created when missing)."""
+    """Give the region its pod's limits and ``pod.json`` (created when missing).
+
+    A container started while its region was missing (the kubelet skipped
+    PreStartContainer) had its mount sources made by the runtime: empty folders named
+    ``limits`` and ``usage`` are removed before the files are created.
+    """
+    for name in (LIMITS_FILE, USAGE_FILE):
+        if (directory / name).is_dir():
+            (directory / name).rmdir()  # only an empty one: OSError for anything else
     if (directory / LIMITS_FILE).is_file() and (directory / USAGE_FILE).is_file():
         write_limits(directory, limits)
     else:

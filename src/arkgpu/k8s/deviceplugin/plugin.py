@@ -6,8 +6,10 @@ socket in its directory and creates a new ``kubelet.sock``: the plugin then
 serves a fresh socket and registers again, as NVIDIA's plugin does. Every
 ``inventory_period_s`` it asks NVML again for the GPUs; a change reaches the
 kubelet through ListAndWatch and the cluster through the inventory annotation,
-and the regions no container holds any more (per the kubelet's PodResources API)
-are removed; a second plugin holding ``nvidia.com/gpu`` is warned about.
+the regions of containers started without PreStartContainer are settled
+(:mod:`arkgpu.k8s.deviceplugin.rebuilding`, also once at start), the regions no
+container holds any more (per the kubelet's PodResources API) are removed; a second
+plugin holding ``nvidia.com/gpu`` is warned about.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from arkgpu.k8s.deviceplugin.config import SOCKET_NAME, DevicePluginConfig
 from arkgpu.k8s.deviceplugin.containers import remove_regions, stale_regions, write_preload_file
 from arkgpu.k8s.deviceplugin.devices import SEPARATOR
 from arkgpu.k8s.deviceplugin.podresources import DeviceHolders
+from arkgpu.k8s.deviceplugin.rebuilding import rebuild_regions
 from arkgpu.k8s.deviceplugin.service import DeviceBoard, DevicePluginService, options
 from arkgpu.k8s.deviceplugin.wire import API_VERSION, add_device_plugin, pb, register, unix_target
 from arkgpu.k8s.gpus import GpuSource
@@ -77,6 +80,9 @@ class DevicePlugin:
         self.foreign_devices = 0
         """``nvidia.com/gpu`` devices the kubelet can allocate that are not this plugin's
         (another plugin, such as NVIDIA's, registered the resource)."""
+        self.rebuilt = 0
+        """Regions settled for containers started without PreStartContainer so far."""
+        self._rebuild_notes: set[str] = set()
         self._server: grpc.Server | None = None
         self._own: tuple[int, int] | None = None
         self._kubelet: tuple[int, int] | None = None
@@ -109,9 +115,27 @@ class DevicePlugin:
             self.log(f"every GPU marked unhealthy: {exc}")
             gpus = self.board.snapshot()[1]
             self.board.update(tuple(replace(g, healthy=False) for g in gpus))
+        self.rebuild_regions()
         self.collect_regions()
         self.check_foreign()
         self.rescans += 1
+
+    def rebuild_regions(self) -> None:
+        """Settle the regions of containers the kubelet started without PreStartContainer
+        (:mod:`arkgpu.k8s.deviceplugin.rebuilding`); a reason not to is logged when it is
+        new (the kubelet not answering: tried again at the next scan)."""
+        try:
+            done = rebuild_regions(self.service, self.holders.holders(RESOURCE_GPU))
+        except Exception as exc:  # the kubelet (restarting): tried again at the next scan
+            notes = {f"regions not rebuilt (next scan): {type(exc).__name__}"}
+        else:
+            for line in done.settled:
+                self.log(line)
+            self.rebuilt += len(done.settled)
+            notes = set(done.refused)
+        for line in sorted(notes - self._rebuild_notes):
+            self.log(line)
+        self._rebuild_notes = notes
 
     def collect_regions(self) -> None:
         """Remove the regions no container holds any more, per the kubelet's PodResources
@@ -194,6 +218,7 @@ class DevicePlugin:
         try:
             write_preload_file(self.config)
             self._first_scan(stop)
+            self.rebuild_regions()
             while not stop.is_set():
                 if time.monotonic() >= next_scan:
                     self._rescan()

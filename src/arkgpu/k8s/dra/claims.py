@@ -19,15 +19,13 @@ main request covers its ``firstAvailable`` subrequests, whose results kube-sched
 names ``<main>/<subrequest>``. A bad configuration raises :class:`ClaimError` with
 one line naming the claim and field.
 
-Each share has a name unique in its claim (:func:`share_names`), used for its region
-folder and its CDI device: the request with ``/`` as ``_``, and ``.<n>`` when the
-request got several devices (``gpus.0``, ``gpus.1``). Request names are DNS labels,
-so neither ``_`` nor ``.`` can occur in them and two shares never get one name.
+Prepare groups the shares by main request (:mod:`arkgpu.k8s.dra.grouping`): a main
+request's name, a DNS label, names its region folder and CDI device.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from arkgpu.k8s.contract import quantity as contract_quantity
@@ -79,8 +77,6 @@ class Share:
     """Compute share, percent of the GPU (the consumed ``cores``)."""
     qos: Qos
     """QoS from the claim's configuration."""
-    name: str = ""
-    """Name unique in the claim (region folder, CDI device): :func:`share_names`."""
 
     @property
     def base_request(self) -> str:
@@ -98,19 +94,6 @@ def base_request(request: str) -> str:
     return request.split("/", 1)[0]
 
 
-def share_names(requests: list[str]) -> list[str]:
-    """Names unique in the claim for results of ``requests`` (in the allocation's order)."""
-    totals = {r: requests.count(r) for r in requests}
-    seen: dict[str, int] = {}
-    names = []
-    for request in requests:
-        n = seen.get(request, 0)
-        seen[request] = n + 1
-        safe = request.replace("/", "_")
-        names.append(safe if totals[request] == 1 else f"{safe}.{n}")
-    return names
-
-
 def quantity(text: str) -> float:
     """A Kubernetes Quantity (``6Gi``, ``5000Mi``, ``30``, ``500m``) as a number (ValueError:
     :func:`arkgpu.k8s.contract.quantity`'s ContractError)."""
@@ -126,10 +109,9 @@ def shares(claim: dict[str, Any], driver: str) -> list[Share]:
     devices = allocation.get("devices") or {}
     configs = devices.get("config") or []
     ours = [r for r in devices.get("results") or [] if r.get("driver") == driver]
-    requests = [str(r.get("request", "")) for r in ours]
     return [
-        replace(_share(result, qos_of(configs, request, driver, where), where), name=name)
-        for result, request, name in zip(ours, requests, share_names(requests), strict=True)
+        _share(result, qos_of(configs, str(result.get("request", "")), driver, where), where)
+        for result in ours
     ]
 
 

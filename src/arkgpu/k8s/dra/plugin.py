@@ -7,9 +7,13 @@ The kubelet's plugin watcher finds ``<registry_dir>/<driver>-reg.sock``, asks
 ``NodeUnprepareResources`` once the pod is gone, on ``<plugin_dir>/dra.sock``.
 
 Prepare reads each claim from the API server (the request carries only namespace,
-name and UID), checks its UID, and hands the shares to :class:`Preparer`. A claim
-that fails gets an ``error`` in its response and the others go on (the kubelet
-retries). Calls are serialised: the kubelet may retry while a first call runs.
+name and UID), checks its UID, reads the pods the claim is reserved for and refuses
+a claim a container of theirs would use beside another group of this driver's devices
+(:func:`arkgpu.k8s.dra.grouping.clash`: two environments and region mounts would
+clash), and hands the shares to :class:`Preparer`. A claim that fails gets an
+``error`` in its response (one line: the kubelet puts it in the pod's events) and
+the others go on (the kubelet retries). Calls are serialised: the kubelet may retry
+while a first call runs.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from typing import Any, Protocol
 import grpc
 
 from arkgpu.k8s.dra import wire
-from arkgpu.k8s.dra.claims import ClaimError, shares
+from arkgpu.k8s.dra.claims import ClaimError, Share, shares
+from arkgpu.k8s.dra.grouping import clash
 from arkgpu.k8s.dra.preparing import Preparer
 from arkgpu.k8s.dra.publishing import read_or_none
 from arkgpu.k8s.dra.wire import dra, reg
@@ -53,6 +58,29 @@ class KubernetesClaims:
         )
 
 
+class PodSource(Protocol):
+    """Where Prepare reads the pods a claim is reserved for (the API server; a dict in unit
+    tests)."""
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pod as JSON, or None when there is none."""
+        ...
+
+
+class KubernetesPods:
+    """:class:`PodSource` over the official client, read raw."""
+
+    def __init__(self, api_client: Any) -> None:
+        from kubernetes import client  # noqa: PLC0415 (the k8s extra, loaded when used)
+
+        self._api: Any = client.CoreV1Api(api_client)
+        self._exception = client.ApiException
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pod; None on 404."""
+        return read_or_none(self._api.read_namespaced_pod, self._exception, name, namespace)
+
+
 @dataclass
 class DraService(wire.DraServicer):
     """NodePrepareResources and NodeUnprepareResources."""
@@ -60,6 +88,7 @@ class DraService(wire.DraServicer):
     claims: ClaimSource
     preparer: Preparer
     driver: str
+    pods: PodSource
     lock: threading.Lock = field(default_factory=threading.Lock)
     prepared: int = 0
     """Claims prepared (a retried Prepare of a prepared claim counts again)."""
@@ -109,7 +138,9 @@ class DraService(wire.DraServicer):
             uid = claim.get("metadata", {}).get("uid")
             if uid != ref.uid:
                 raise ClaimError(f"{where}: has UID {uid}, the kubelet asked for {ref.uid}")
-            prepared = self.preparer.prepare(claim, shares(claim, self.driver))
+            ours = shares(claim, self.driver)
+            self._check_pods(claim, ours)
+            prepared = self.preparer.prepare(claim, ours)
         except (ClaimError, OSError) as exc:
             return dra.NodePrepareResourceResponse(error=" ".join(str(exc).split()))
         devices = [
@@ -123,6 +154,49 @@ class DraService(wire.DraServicer):
             for p in prepared
         ]
         return dra.NodePrepareResourceResponse(devices=devices)
+
+    def _check_pods(self, claim: dict[str, Any], ours: list[Share]) -> None:
+        """ClaimError when a container of a pod the claim is reserved for would get devices
+        of two groups (a read of the API server that fails is an error too: retried)."""
+        meta = claim["metadata"]
+        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+        mine = list(dict.fromkeys(s.base_request for s in ours))
+
+        def requests_of(other: str) -> list[str]:
+            return mine if other == name else self._requests_of(namespace, other)
+
+        for pod_name, uid in reserved_for(claim):
+            try:
+                pod = self.pods.get(namespace, pod_name)
+            except Exception as exc:  # the API server: one line, and the kubelet retries
+                what = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+                raise ClaimError(
+                    f"claim {namespace}/{name}: reading pod {pod_name}: {what}"
+                ) from None
+            if pod is None or (pod.get("metadata") or {}).get("uid") != uid:
+                continue
+            problem = clash(pod, requests_of, self.driver)
+            if problem:
+                raise ClaimError(f"claim {namespace}/{name}: {problem}")
+
+    def _requests_of(self, namespace: str, name: str) -> list[str]:
+        """The main requests of this driver's results in another claim of the pod."""
+        other = self.claims.get(namespace, name)
+        try:
+            found = shares(other, self.driver) if other else []
+        except ClaimError:  # not allocated (yet): no devices to clash with
+            return []
+        return list(dict.fromkeys(s.base_request for s in found))
+
+
+def reserved_for(claim: dict[str, Any]) -> list[tuple[str, str]]:
+    """Name and UID of each pod the claim is reserved for (``status.reservedFor``)."""
+    reserved = (claim.get("status") or {}).get("reservedFor") or []
+    return [
+        (str(r["name"]), str(r["uid"]))
+        for r in reserved
+        if r.get("resource") == "pods" and r.get("name") and r.get("uid")
+    ]
 
 
 @dataclass

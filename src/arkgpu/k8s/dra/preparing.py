@@ -1,13 +1,17 @@
 """NodePrepareResources and NodeUnprepareResources on the node: regions and CDI specs.
 
-For each share of a claim (:mod:`arkgpu.k8s.dra.claims`) Prepare creates a control
-region ``<regions_dir>/dra-<claim uid>-<share name>`` with the limiter's own code
-(memory cap = consumed ``memory``, compute share = consumed ``cores``) and the
-``pod.json`` the node runtime reads, then writes one CDI spec
-``<cdi_dir>/arkgpu-dra-<claim uid>.json`` whose devices give the container the
-region, the interception library with the preload file that loads it (mounted at
-``/etc/ld.so.preload``: no ``LD_PRELOAD`` is set, the container's own stays its own,
-:mod:`arkgpu.k8s.preload`), the GPU's device nodes and the environment.
+The shares of a claim (:mod:`arkgpu.k8s.dra.claims`) are grouped by main request
+(:mod:`arkgpu.k8s.dra.grouping`: what one container can be given). For each group
+Prepare creates a control region ``<regions_dir>/dra-<claim uid>-<request>`` with the
+limiter's own code (a memory cap per GPU = the consumed ``memory`` of the group's
+shares of it, compute share = their consumed ``cores``) and the ``pod.json`` the node
+runtime reads, then writes one CDI spec ``<cdi_dir>/arkgpu-dra-<claim uid>.json`` with
+one device per group, ``<claim uid>-<request>``, which every result of the group names:
+it gives the container the region, the interception library with the preload file
+that loads it (mounted at ``/etc/ld.so.preload``: no ``LD_PRELOAD`` is set, the
+container's own stays its own, :mod:`arkgpu.k8s.preload`), the device nodes of all the
+group's GPUs and the environment (``CUDA_VISIBLE_DEVICES``: every GPU of the group), so
+one container sees every GPU of its request, each capped and paced.
 
 Device nodes: ``/dev/nvidia<minor>`` (the minor number NVML gives, which need not
 be the index) and ``/dev/nvidiactl`` must exist under ``dev_dir`` (the host's
@@ -29,15 +33,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from arkgpu.k8s.contract import InventoryGpu
 from arkgpu.k8s.dra.claims import ClaimError, Share
-from arkgpu.k8s.gpus import MIB
+from arkgpu.k8s.dra.grouping import Group, groups
 from arkgpu.k8s.preload import PRELOAD_PATH, write_preload_file
-from arkgpu.limiter.region import LIMITS_FILE, Limits, create_region
+from arkgpu.limiter.region import LIMITS_FILE, create_region
 
 STAGING = ".dra-staging"
 """Folder of ``regions_dir`` where regions are built before they are renamed into place."""
@@ -46,7 +51,7 @@ CONTAINER_REGION = Path("/run/arkgpu/region")
 CDI_VERSION = "0.6.0"
 """CDI spec version written (mounts, env and device nodes need no newer one)."""
 CDI_CLASS = "claim"
-"""CDI class of our devices: ids are ``<driver>/claim=<claim uid>-<request>``."""
+"""CDI class of our devices: ids are ``<driver>/claim=<claim uid>-<main request>``."""
 REQUIRED_CONTROL_DEVICES = ("nvidiactl",)
 """Device nodes (in /dev) every CUDA process needs besides its GPU's: Prepare fails without."""
 OPTIONAL_CONTROL_DEVICES = ("nvidia-uvm", "nvidia-uvm-tools")
@@ -84,9 +89,9 @@ class Preparer:
     """Where the device nodes checked under ``dev_dir`` are on the host: the ``hostPath`` of
     each device node in the CDI specs (their path in the container stays /dev/<name>)."""
 
-    def region_dir(self, claim_uid: str, share: Share) -> Path:
-        """The region folder of one share."""
-        return self.regions_dir / f"dra-{claim_uid}-{_name(share)}"
+    def region_dir(self, claim_uid: str, group: Group) -> Path:
+        """The region folder of one group (main request) of a claim."""
+        return self.regions_dir / f"dra-{claim_uid}-{group.request}"
 
     def spec_path(self, claim_uid: str) -> Path:
         """The CDI spec of one claim."""
@@ -101,35 +106,43 @@ class Preparer:
         return left
 
     def prepare(self, claim: dict[str, Any], shares: list[Share]) -> list[Prepared]:
-        """Regions (created once) and the claim's CDI spec (rewritten, same content)."""
+        """A region per group (created once) and the claim's CDI spec (rewritten, same
+        content); each share reported with its group's CDI device."""
         meta = claim["metadata"]
         uid = str(meta["uid"])
+        where = f"claim {meta.get('namespace')}/{meta.get('name')}"
+        found = groups(shares, where)
         try:  # before anything is written
-            nodes = [self.device_nodes(share.gpu_index) for share in shares]
+            nodes = [self.device_nodes(group.gpus) for group in found]
         except ClaimError as exc:
-            raise ClaimError(f"claim {meta.get('namespace')}/{meta.get('name')}: {exc}") from None
+            raise ClaimError(f"{where}: {exc}") from None
         pods = reserved_pods(claim)
         write_preload_file(self.preload_file, self.library_path)
-        for share in shares:
-            self._region(uid, meta, share, pods)
-        devices = [self._cdi_device(uid, s, n) for s, n in zip(shares, nodes, strict=True)]
+        for group in found:
+            self._region(uid, meta, group, pods)
+        devices = [self._cdi_device(uid, g, n) for g, n in zip(found, nodes, strict=True)]
         spec = {"cdiVersion": CDI_VERSION, "kind": f"{self.driver}/{CDI_CLASS}", "devices": devices}
         _write_atomic(self.spec_path(uid), json.dumps(spec, indent=2))
-        return [Prepared(s, f"{self.driver}/{CDI_CLASS}={uid}-{_name(s)}") for s in shares]
+        prefix = f"{self.driver}/{CDI_CLASS}={uid}"
+        return [Prepared(s, f"{prefix}-{s.base_request}") for s in shares]
 
-    def device_nodes(self, index: int) -> list[str]:
-        """The /dev paths a container of GPU ``index`` gets (ClaimError naming a missing one)."""
-        gpu = self.gpus.get(index)
-        if gpu is None:
-            raise ClaimError(f"GPU {index}: not on this node")
-        minor = gpu.index if gpu.minor is None else gpu.minor
-        required = [f"nvidia{minor}", *REQUIRED_CONTROL_DEVICES]
+    def device_nodes(self, indices: Sequence[int]) -> list[str]:
+        """The /dev paths a container of GPUs ``indices`` gets (ClaimError naming a missing
+        one)."""
+        required = [f"nvidia{self._minor(i)}" for i in indices]
+        required += REQUIRED_CONTROL_DEVICES
         for name in required:
             if not (self.dev_dir / name).exists():
-                where = f"GPU {index}: device node /dev/{name}"
+                where = f"GPU {', '.join(map(str, indices))}: device node /dev/{name}"
                 raise ClaimError(f"{where} not found in {self.dev_dir}")
         optional = [n for n in OPTIONAL_CONTROL_DEVICES if (self.dev_dir / n).exists()]
         return [f"/dev/{n}" for n in (*required, *optional)]
+
+    def _minor(self, index: int) -> int:
+        gpu = self.gpus.get(index)
+        if gpu is None:
+            raise ClaimError(f"GPU {index}: not on this node")
+        return gpu.index if gpu.minor is None else gpu.minor
 
     def unprepare(self, claim_uid: str) -> None:
         """Delete the claim's CDI spec and regions (nothing there: nothing to do)."""
@@ -137,26 +150,25 @@ class Preparer:
         for region in self.regions_dir.glob(f"dra-{claim_uid}-*"):
             shutil.rmtree(region, ignore_errors=True)
 
-    def _region(self, uid: str, meta: dict[str, Any], share: Share, pods: list[str]) -> Path:
-        final = self.region_dir(uid, share)
+    def _region(self, uid: str, meta: dict[str, Any], group: Group, pods: list[str]) -> Path:
+        final = self.region_dir(uid, group)
         if (final / POD_FILE).is_file():
             return final  # prepared before (a retry, or a restart after success)
         staged = self.regions_dir / STAGING / final.name
         shutil.rmtree(staged, ignore_errors=True)
-        limits = Limits((share.memory_mib * MIB,), share_bp=share.cores * 100)
-        create_region(staged, limits)
-        _write_atomic(staged / POD_FILE, json.dumps(pod_description(uid, meta, share, pods)))
+        create_region(staged, group.limits())
+        _write_atomic(staged / POD_FILE, json.dumps(pod_description(uid, meta, group, pods)))
         staged.rename(final)
         return final
 
-    def _cdi_device(self, uid: str, share: Share, nodes: list[str]) -> dict[str, Any]:
-        region = self.region_dir(uid, share)
-        uuid = self.gpus[share.gpu_index].uuid
+    def _cdi_device(self, uid: str, group: Group, nodes: list[str]) -> dict[str, Any]:
+        region = self.region_dir(uid, group)
+        visible = ",".join(self.gpus[i].uuid for i in group.gpus)
         library = str(self.library_path)
         env = {
             "ARKGPU_REGION_DIR": str(CONTAINER_REGION),
-            "CUDA_VISIBLE_DEVICES": uuid,
-            "NVIDIA_VISIBLE_DEVICES": uuid,
+            "CUDA_VISIBLE_DEVICES": visible,
+            "NVIDIA_VISIBLE_DEVICES": visible,
         }
         mounts = [
             _mount(library, library, "ro"),
@@ -171,7 +183,7 @@ class Preparer:
                 {"path": n, "hostPath": str(self.host_dev_dir / Path(n).name)} for n in nodes
             ],
         }
-        return {"name": f"{uid}-{_name(share)}", "containerEdits": edits}
+        return {"name": f"{uid}-{group.request}", "containerEdits": edits}
 
 
 def reserved_pods(claim: dict[str, Any]) -> list[str]:
@@ -182,17 +194,20 @@ def reserved_pods(claim: dict[str, Any]) -> list[str]:
 
 
 def pod_description(
-    uid: str, meta: dict[str, Any], share: Share, pods: list[str] | None = None
+    uid: str, meta: dict[str, Any], group: Group, pods: list[str] | None = None
 ) -> dict[str, Any]:
-    """``pod.json`` of a share's region, as the node runtime reads it (docs/NODE.md);
-    ``pod_uids``: the pods using the claim when it was prepared (the backstop's cgroup
-    attribution, :mod:`arkgpu.node.attributing`)."""
-    qos = share.qos
+    """``pod.json`` of a group's region, as the node runtime reads it (docs/NODE.md): ``gpu``
+    and ``memory_mib`` of its first GPU, ``gpus`` all of them (CUDA's order); ``pod_uids``:
+    the pods using the claim when it was prepared (the backstop's cgroup attribution,
+    :mod:`arkgpu.node.attributing`)."""
+    qos = group.shares[0].qos
+    first = group.gpus[0]
     body: dict[str, Any] = {
         "kind": qos.kind,
-        "gpu": share.gpu_index,
+        "gpu": first,
+        "gpus": list(group.gpus),
         "model": qos.model,
-        "memory_mib": share.memory_mib,
+        "memory_mib": group.memory_mib(first),
         "claim": {"namespace": meta.get("namespace", ""), "name": meta.get("name"), "uid": uid},
         "pod_uids": pods or [],
     }
@@ -201,11 +216,6 @@ def pod_description(
     else:
         body["batch"] = qos.batch
     return body
-
-
-def _name(share: Share) -> str:
-    """The share's name in its claim (a Share made without one: from its request)."""
-    return share.name or share.request.replace("/", "_")
 
 
 def _mount(host: str, container: str, mode: str) -> dict[str, Any]:

@@ -40,7 +40,12 @@ def start_plugin(
 ) -> Any:
     """Recover, then serve the kubelet plugin (its services recorded in ``state`` for the
     probes); returns the gRPC server."""
-    from arkgpu.k8s.dra.plugin import DraService, KubernetesClaims, serve_plugin  # noqa: PLC0415
+    from arkgpu.k8s.dra.plugin import (  # noqa: PLC0415
+        DraService,
+        KubernetesClaims,
+        KubernetesPods,
+        serve_plugin,
+    )
     from arkgpu.k8s.dra.preparing import Preparer  # noqa: PLC0415 (grpc only when served)
 
     gpus = {g.index: g for g in found}
@@ -56,7 +61,8 @@ def start_plugin(
     )
     for left in preparer.recover():
         _say(f"removed {left}, left half-built by an earlier run")
-    state.service = DraService(KubernetesClaims(client), preparer, config.driver_name)
+    claims, pods = KubernetesClaims(client), KubernetesPods(client)
+    state.service = DraService(claims, preparer, config.driver_name, pods)
     server, state.registration = serve_plugin(
         config.registry_socket, config.dra_socket, state.service
     )
