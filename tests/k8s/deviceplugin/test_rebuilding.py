@@ -100,6 +100,14 @@ def _admitted(node: Node, name: str, index: int, share: int) -> list[str]:
     return node.kubelet.admit_pod(_spec(name))["c"]
 
 
+def _reboot_removes(regions: Path) -> None:
+    """The regions vanish at once, as at a reboot (tmpfs): renamed away first, so that a
+    scan running meanwhile never meets a half-removed tree."""
+    gone = regions.with_name(regions.name + ".gone")
+    regions.rename(gone)
+    shutil.rmtree(gone)
+
+
 def test_a_container_started_without_prestart_gets_its_pods_region_at_a_scan(node: Node) -> None:
     """Allocate left closed limits and no pod.json; the kubelet (in the window) starts the
     container without PreStartContainer: the next scan gives the region its pod's limits and
@@ -111,7 +119,7 @@ def test_a_container_started_without_prestart_gets_its_pods_region_at_a_scan(nod
     assert read_limits(node.region(devices)).share_bp == 4000
     body = json.loads((node.region(devices) / "pod.json").read_text())
     assert (body["pod"], body["container"], body["gpus"]) == ("p", "c", [1])
-    shutil.rmtree(node.config.regions_dir)
+    _reboot_removes(node.config.regions_dir)
     node.kubelet.restart()
     node.kubelet.wait(lambda: node.settled(devices), WAIT_S, "region rebuilt after a reboot")
     limits = read_limits(node.region(devices))

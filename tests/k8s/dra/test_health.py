@@ -57,7 +57,7 @@ def driver(workdir: Path) -> Iterator[Driver]:
         node_name="node-1", registry_dir=workdir / "registry", plugin_dir=workdir / "plugin"
     )
     state = DriverState(config)
-    state.service = DraService(Claims(allocated_claim()), make_preparer(workdir), DRIVER)
+    state.service = DraService(Claims(allocated_claim()), make_preparer(workdir), DRIVER, Claims())
     server, state.registration = serve_plugin(
         config.registry_socket, config.dra_socket, state.service
     )
