@@ -12,7 +12,6 @@ from arkgpu.colocation.sizing import LcDemand, ShareSizer
 from arkgpu.placement.lc_placing import GpuSnapshot, lc_verdicts
 from arkgpu.predictor import Predictor, Workload
 from arkgpu.predictor.breakdown import MIN_BIN_TARGETS, strength_label
-from arkgpu.predictor.evaluating import GUARDED, evaluate
 from arkgpu.predictor.calibrating import (
     COVERAGE,
     LEVELS,
@@ -22,6 +21,7 @@ from arkgpu.predictor.calibrating import (
     misses_allowed,
     strength_bins,
 )
+from arkgpu.predictor.evaluating import GUARDED, evaluate
 from arkgpu.predictor.guarding import OutOfFold, choose_weight
 from arkgpu.traces.profiles import (
     PairRecord,
@@ -120,7 +120,7 @@ def test_out_of_fold_units_leave_out_every_target_of_a_shared_group() -> None:
     """A held-out model's unit is calibrated without any target of its groups (their other
     targets were held out in the co-runner's fold): as for a model never measured."""
     oof = OutOfFold(np.ones(4), np.ones(4), np.array([0, 0, 1, 1]), np.array([7, 8, 7, 9]))
-    (test0, train0), (test1, train1) = oof.units()
+    (test0, train0), (_, train1) = oof.units()
     assert test0.tolist() == [True, True, False, False]
     assert train0.tolist() == [False, False, False, True]
     assert train1.tolist() == [False, True, False, False]
