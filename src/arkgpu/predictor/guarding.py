@@ -29,10 +29,11 @@ trusts it, it checks it on its own training targets, out of fold:
    (:func:`arkgpu.predictor.calibrating.interval_ends`): the narrowest ends
    that hold a nominal share of those targets overall *and* of each
    measured-strength bin of at least :data:`MIN_BIN` of them. The nominal share
-   is chosen per kind by cross-validating the calibration over the folds of
-   step 1 (:func:`arkgpu.predictor.calibrating.choose_level`): out-of-fold
-   errors cluster by model, so 90% of the calibration targets can be fewer
-   of a new model's.
+   (90% or more) is chosen per (kind, region) by cross-validating the
+   calibration over the folds of step 1
+   (:func:`arkgpu.predictor.calibrating.choose_levels`): out-of-fold errors
+   cluster by model, so 90% of the calibration targets can be fewer of a new
+   model's.
 
 A query is ``measured-pair`` when every (GPU, target model, co-runner model)
 combination of it was measured in training, else ``new-pair``; only
@@ -53,10 +54,11 @@ from numpy.typing import NDArray
 from arkgpu.model.arrays import FloatArray
 from arkgpu.predictor.breakdown import STRENGTH_LABELS, strength_label
 from arkgpu.predictor.calibrating import (
+    COVERAGE,
     MIN_BIN,
     BoolArray,
     IntArray,
-    choose_level,
+    choose_levels,
     interval_ends,
     strength_bins,
 )
@@ -251,9 +253,13 @@ class OutOfFold:
 
 def _kind_shrinks(kind: str, oof: OutOfFold) -> dict[tuple[str, str], Shrink]:
     judge = partial(_judge, oof.raw, oof.measured)
-    level = choose_level(oof.units(), strength_bins(oof.measured), judge)
     regions = _regions(oof.raw, oof.measured)
-    return {(kind, key): region.shrink(level) for key, region in regions.items()}
+    labels = [STRENGTH_LABELS[b] for b in strength_bins(oof.raw).tolist()]
+    scopes = np.array([label if label in regions else POOLED_REGION for label in labels])
+    levels = choose_levels(oof.units(), strength_bins(oof.measured), scopes, judge)
+    return {
+        (kind, key): region.shrink(levels.get(key, COVERAGE)) for key, region in regions.items()
+    }
 
 
 def _held_out(rows: PairRows, test: NDArray[np.bool_], prior: float) -> FloatArray:
