@@ -34,6 +34,11 @@ trusts it, it checks it on its own training targets, out of fold:
    (:func:`arkgpu.predictor.calibrating.choose_levels`): out-of-fold errors
    cluster by model, so 90% of the calibration targets can be fewer of a new
    model's.
+4. Where several GPUs' targets are fitted together, each GPU with at least
+   :data:`MIN_REGION` of them also gets its own weights and intervals, steps 2
+   and 3 on its targets only (a Mondrian split by GPU, keys ``GPU|region``):
+   one interval per region served iGniter's mild V100 pairs and ParvaGPU's
+   contended A100 groups alike, over-covering one and under-covering the other.
 
 A query is ``measured-pair`` when every (GPU, target model, co-runner model)
 combination of it was measured in training, else ``new-pair``; only
@@ -45,7 +50,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from functools import partial
 
 import numpy as np
@@ -68,6 +73,8 @@ PAIR_KINDS = ("measured-pair", "new-pair")
 """Kinds of level-2 query, the more supported first."""
 POOLED_REGION = "*"
 """Region key of the answer over all of a kind's targets."""
+GPU_SEPARATOR = "|"
+"""Between a GPU's name and a region in the key of that GPU's own shrink."""
 WEIGHTS = tuple(i / 20 for i in range(21))
 """Weights of the contention model's extra slowdown tried (0: no interference)."""
 FOLDS = 5
@@ -96,23 +103,27 @@ class Shrink:
 
 @dataclass(frozen=True)
 class Guard:
-    """Weights and intervals per (kind, region); empty: weight 1, no interval."""
+    """Weights and intervals per (kind, region); empty: weight 1, no interval. A region key
+    ``GPU|region`` is that GPU's own (its targets only, where several GPUs were fitted)."""
 
     shrinks: dict[tuple[str, str], Shrink]
 
-    def find(self, kind: str, raw: float) -> Shrink | None:
-        """The shrink of ``kind`` in the region of the contention slowdown ``raw``.
-
-        Falls back to the kind pooled, then to the other kind (pooled)."""
-        for key in ((kind, strength_label(raw)), (kind, POOLED_REGION)):
-            if key in self.shrinks:
-                return self.shrinks[key]
+    def find(self, kind: str, raw: float, gpu: str | None = None) -> Shrink | None:
+        """The shrink of ``kind`` in the region of the contention slowdown ``raw``: the GPU's
+        own region, the GPU's own pooled, the region over every GPU, the kind pooled, then
+        the other kind (pooled)."""
+        label = strength_label(raw)
+        mine = () if gpu is None else (gpu + GPU_SEPARATOR + label, gpu + GPU_SEPARATOR + "*")
+        for region in (*mine, label, POOLED_REGION):
+            found = self.shrinks.get((kind, region))
+            if found is not None:
+                return found
         others = (self.shrinks.get((k, POOLED_REGION)) for k in PAIR_KINDS if k != kind)
         return next((s for s in others if s is not None), None)
 
-    def slowdown(self, kind: str, raw: float) -> float:
+    def slowdown(self, kind: str, raw: float, gpu: str | None = None) -> float:
         """The guarded slowdown, ``1 + w (raw - 1)``."""
-        found = self.find(kind, raw)
+        found = self.find(kind, raw, gpu)
         return raw if found is None else 1.0 + found.weight * (raw - 1.0)
 
 
@@ -244,6 +255,12 @@ class OutOfFold:
     """Fold that held the target out."""
     groups: IntArray
     """The target's co-located group (:attr:`PairRows.groups`)."""
+    gpus: NDArray[np.str_]
+    """The target's GPU."""
+
+    def subset(self, mask: BoolArray) -> OutOfFold:
+        """The targets of ``mask``."""
+        return OutOfFold(*(v[mask] for v in astuple(self)))
 
     def units(self) -> list[tuple[BoolArray, BoolArray]]:
         """Per fold: its targets, and the targets sharing no group with them."""
@@ -251,15 +268,28 @@ class OutOfFold:
         return [(t, ~np.isin(self.groups, self.groups[t])) for t in tests]
 
 
-def _kind_shrinks(kind: str, oof: OutOfFold) -> dict[tuple[str, str], Shrink]:
+def _kind_shrinks(kind: str, oof: OutOfFold, prefix: str = "") -> dict[tuple[str, str], Shrink]:
     judge = partial(_judge, oof.raw, oof.measured)
     regions = _regions(oof.raw, oof.measured)
     labels = [STRENGTH_LABELS[b] for b in strength_bins(oof.raw).tolist()]
     scopes = np.array([label if label in regions else POOLED_REGION for label in labels])
     levels = choose_levels(oof.units(), strength_bins(oof.measured), scopes, judge)
     return {
-        (kind, key): region.shrink(levels.get(key, COVERAGE)) for key, region in regions.items()
+        (kind, prefix + key): region.shrink(levels.get(key, COVERAGE))
+        for key, region in regions.items()
     }
+
+
+def _gpu_shrinks(kind: str, oof: OutOfFold) -> dict[tuple[str, str], Shrink]:
+    """Each GPU's own shrinks, where several GPUs' targets were fitted together (a Mondrian
+    split: one GPU's pairs must not set another's weights and intervals)."""
+    gpus = np.unique(oof.gpus).tolist()
+    out: dict[tuple[str, str], Shrink] = {}
+    for gpu in gpus if len(gpus) > 1 else []:
+        mine = oof.subset(oof.gpus == gpu)
+        if len(mine.measured) >= MIN_REGION:
+            out.update(_kind_shrinks(kind, mine, gpu + GPU_SEPARATOR))
+    return out
 
 
 def _held_out(rows: PairRows, test: NDArray[np.bool_], prior: float) -> FloatArray:
@@ -268,16 +298,19 @@ def _held_out(rows: PairRows, test: NDArray[np.bool_], prior: float) -> FloatArr
 
 
 def _out_of_fold(rows: PairRows, tests: list[BoolArray], prior: float) -> OutOfFold:
-    raw, measured, folds, groups = [], [], [], []
+    raw, measured, folds, groups, gpus = [], [], [], [], []
+    every_gpu = np.array(rows.gpus, dtype=np.str_)
     for k, test in enumerate(tests):
         if test.any() and not test.all():
             raw.append(_held_out(rows, test, prior))
             measured.append(rows.slowdowns[test])
             folds.append(np.full(int(test.sum()), k))
             groups.append(rows.groups[test])
+            gpus.append(every_gpu[test])
     if not raw:
-        return OutOfFold(np.zeros(0), np.zeros(0), np.zeros(0, np.int_), np.zeros(0, np.int_))
-    return OutOfFold(*(np.concatenate(v) for v in (raw, measured, folds, groups)))
+        none = np.zeros(0, np.int_)
+        return OutOfFold(np.zeros(0), np.zeros(0), none, none, np.zeros(0, np.str_))
+    return OutOfFold(*(np.concatenate(v) for v in (raw, measured, folds, groups, gpus)))
 
 
 def _random_folds(rows: PairRows, seed: int) -> list[NDArray[np.bool_]]:
@@ -303,4 +336,5 @@ def fit_guard(rows: PairRows, prior: float, seed: int = 0) -> Guard:
         oof = _out_of_fold(rows, folds[kind], prior)
         if len(oof.measured):
             shrinks.update(_kind_shrinks(kind, oof))
+            shrinks.update(_gpu_shrinks(kind, oof))
     return Guard(shrinks)
