@@ -17,6 +17,11 @@ models are host-bound, large ones compute-bound). ``width`` is chosen among
 reference's curve is predicted on the grid from the others through its own
 latency at the same point, and the width with the smallest mean log error
 wins (no data of the new model beyond the one point is used).
+
+The borrowed curve is then reshaped as the references' trend expects of a
+model of its latency (:mod:`arkgpu.predictor.shaping`: a small model is more
+fixed-time-bound than larger references), with the reshaping, or none, that
+predicts the references from each other best by the same leave-one-out.
 """
 
 from __future__ import annotations
@@ -26,10 +31,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
-from scipy.optimize import brentq
 
 from arkgpu.model.arrays import FloatArray
 from arkgpu.predictor.curves import SoloCurve, fit_curve
+from arkgpu.predictor.shaping import RESHAPES, Reshape
 from arkgpu.traces.profiles import SoloRecord
 
 GRID_BATCHES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
@@ -87,12 +92,12 @@ def anchored_curve(
     references: Sequence[SoloCurve], batch: int, share: float, latency_ms: float
 ) -> SoloCurve:
     """A curve for a new model from one measured point and other models' curves: the
-    borrowed shape, its batch elasticity matched where that helps the references
+    borrowed shape, reshaped as the references' trend expects where that helps them
     (module docstring)."""
     curve = _borrowed(references, batch, share, latency_ms)
-    if len(references) >= MIN_MATCHED and _matching_helps(references, batch, share):
-        return matched_elasticity(curve, references, batch, share, latency_ms)
-    return curve
+    if len(references) < MIN_MATCHED:
+        return curve
+    return _best_reshape(references, batch, share)(curve, references, batch, share, latency_ms)
 
 
 def _borrowed(
@@ -120,69 +125,21 @@ def pick_anchor(records: Sequence[SoloRecord]) -> SoloRecord:
 
 
 MIN_MATCHED = 3
-"""Fewest references for the elasticity match (its leave-one-out regresses on two)."""
+"""Fewest references for a reshaping (its leave-one-out fits a line through two)."""
 
 
-def expected_elasticity(
-    references: Sequence[SoloCurve], batch: int, share: float, latency_ms: float
-) -> float:
-    """The new model's batch elasticity at the point, by a line through the references'
-    (elasticity against log latency at the same batch and share), clipped to [0, 1]."""
-    x = np.log([c.latency_ms(batch, share) for c in references])
-    y = np.array([c.activity(batch, share) for c in references])
-    if np.ptp(x) <= 0:
-        return float(np.mean(y))
-    slope, intercept = np.polyfit(x, y, 1)
-    return float(np.clip(intercept + slope * math.log(latency_ms), 0.0, 1.0))
-
-
-def _with_fixed(
-    curve: SoloCurve, batch: int, share: float, latency_ms: float, log_factor: float
-) -> SoloCurve:
-    """``curve`` with ``fixed_ms`` times ``exp(log_factor)`` and the GPU part rescaled so
-    that it passes through the point (the factor must leave the GPU part some time)."""
-    m = curve.overlap
-    fixed = curve.fixed_ms * math.exp(log_factor)
-    gpu_now = (curve.latency_ms(batch, share) ** m - curve.fixed_ms**m) ** (1.0 / m)
-    room = max(latency_ms**m - fixed**m, 0.0) ** (1.0 / m)
-    return replace(curve, fixed_ms=fixed, work_ms=curve.work_ms * room / gpu_now)
-
-
-def matched_elasticity(
-    curve: SoloCurve, references: Sequence[SoloCurve], batch: int, share: float, latency_ms: float
-) -> SoloCurve:
-    """``curve`` with its time split between the fixed and the GPU part so that its batch
-    elasticity at the point is :func:`expected_elasticity` (unchanged when it has no fixed
-    part or no GPU part to move time between)."""
-    m = curve.overlap
-    if curve.fixed_ms <= 0 or curve.latency_ms(batch, share) ** m <= curve.fixed_ms**m:
-        return curve
-    target = expected_elasticity(references, batch, share, latency_ms)
-    low, high = LOG_FACTOR_FLOOR, math.log(latency_ms / curve.fixed_ms) - 1e-6
-
-    def gap(x: float) -> float:
-        return _with_fixed(curve, batch, share, latency_ms, x).activity(batch, share) - target
-
-    if gap(low) <= 0 or gap(high) >= 0:
-        return _with_fixed(curve, batch, share, latency_ms, low if gap(low) <= 0 else high)
-    return _with_fixed(curve, batch, share, latency_ms, brentq(gap, low, high, xtol=1e-6))
-
-
-LOG_FACTOR_FLOOR = -8.0
-"""Smallest log factor on the fixed time :func:`matched_elasticity` tries (e**-8: none)."""
-
-
-def _matching_helps(references: Sequence[SoloCurve], batch: int, share: float) -> bool:
-    """Whether matching the elasticity predicts each reference from the others (through its
-    own latency at the point) better on the grid, in mean absolute log error."""
+def _best_reshape(references: Sequence[SoloCurve], batch: int, share: float) -> Reshape:
+    """The reshaping of :data:`~arkgpu.predictor.shaping.RESHAPES` that predicts each
+    reference from the others (through its own latency at the point) best on the grid, in
+    mean absolute log error."""
     b, s = _grid()
-    plain = matched = 0.0
+    errors = dict.fromkeys(RESHAPES, 0.0)
     for i, held in enumerate(references):
         rest = [c for j, c in enumerate(references) if j != i]
         latency = held.latency_ms(batch, share)
         truth = np.log(held.latency_ms_many(b, s))
         base = _borrowed(rest, batch, share, latency)
-        plain += float(np.mean(np.abs(np.log(base.latency_ms_many(b, s)) - truth)))
-        guess = matched_elasticity(base, rest, batch, share, latency)
-        matched += float(np.mean(np.abs(np.log(guess.latency_ms_many(b, s)) - truth)))
-    return matched < plain
+        for name, reshape in RESHAPES.items():
+            guess = reshape(base, rest, batch, share, latency).latency_ms_many(b, s)
+            errors[name] += float(np.mean(np.abs(np.log(guess) - truth)))
+    return RESHAPES[min(errors, key=lambda name: errors[name])]
