@@ -12,8 +12,18 @@ from arkgpu.colocation.sizing import LcDemand, ShareSizer
 from arkgpu.placement.lc_placing import GpuSnapshot, lc_verdicts
 from arkgpu.predictor import Predictor, Workload
 from arkgpu.predictor.breakdown import MIN_BIN_TARGETS, strength_label
+from arkgpu.predictor.calibrating import (
+    COVERAGE,
+    LEVELS,
+    MIN_UNITS,
+    choose_level,
+    choose_levels,
+    interval_ends,
+    misses_allowed,
+    strength_bins,
+)
 from arkgpu.predictor.evaluating import GUARDED, evaluate
-from arkgpu.predictor.guarding import choose_weight, interval_ends, misses_allowed
+from arkgpu.predictor.guarding import Guard, OutOfFold, Shrink, choose_weight
 from arkgpu.traces.profiles import (
     PairRecord,
     default_profile_dir,
@@ -28,10 +38,12 @@ SETS = ("V100", "A100-80GB")
 
 @cache
 def _report(gpu: str, split: str) -> dict:  # type: ignore[type-arg]
+    """Held-out report on one set (``gpu``), or on both fitted together (``both``)."""
     directory = default_profile_dir()
-    solo = [r for r in load_solo_profiles(directory) if r.gpu == gpu]
+    gpus = SETS if gpu == "both" else (gpu,)
+    solo = [r for r in load_solo_profiles(directory) if r.gpu in gpus]
     groups = [*load_pair_profiles(directory), *load_mps_profiles(directory)]
-    return evaluate(solo, [g for g in groups if g.gpu == gpu], split).to_dict()
+    return evaluate(solo, [g for g in groups if g.gpu in gpus], split).to_dict()
 
 
 def _counted(report: dict, name: str) -> dict:  # type: ignore[type-arg]
@@ -39,15 +51,16 @@ def _counted(report: dict, name: str) -> dict:  # type: ignore[type-arg]
     return {label: b for label, b in bins.items() if b["count"] >= MIN_BIN_TARGETS}
 
 
-@pytest.mark.parametrize("gpu", SETS)
+@pytest.mark.parametrize("gpu", [*SETS, "both"])
 @pytest.mark.parametrize("split", ["random", "leave-one-model-out"])
 def test_guarded_level2_is_never_worse_than_no_interference_in_any_bin(
     gpu: str, split: str
 ) -> None:
-    """Issue 35 on every shipped set: in each strength bin of at least 30 held-out targets
-    the guarded level 2 is at most 1 point above assuming no interference, and its overall
-    MAPE is at most 8% (measured 2.08-5.47%, docs/BENCHMARKS.md; the bounds are the
-    issue's own, far from the measured values, so other numerical builds pass)."""
+    """Issue 35 on every shipped set and both together: in each strength bin of at least 30
+    held-out targets the guarded level 2 is at most 1 point above assuming no interference,
+    and its overall MAPE is at most 8% (measured 2.08-5.47%, docs/BENCHMARKS.md; the
+    bounds are the issue's own, far from the measured values, so other numerical builds
+    pass)."""
     report = _report(gpu, split)
     plain = report["level2_breakdown"]["strength"]["no-interference"]
     for label, ours in _counted(report, GUARDED).items():
@@ -55,20 +68,121 @@ def test_guarded_level2_is_never_worse_than_no_interference_in_any_bin(
     assert 0 < report["level2"]["mape_pct"] <= 8.0
 
 
-@pytest.mark.parametrize("gpu", SETS)
-def test_level2_intervals_cover_held_out_targets_per_bin(gpu: str) -> None:
-    """Leave-one-model-out (every held-out pair is a new pair): the 90% intervals hold
-    83-96% of the held-out targets in each bin of at least 30 (measured 83.6-95.0%, bins
-    of ParvaGPU's 11 models and iGniter's 4; issue 35 asks 85-95, not met in two bins,
-    docs/studies/predictor.md); a zero-width or unguarded interval holds far fewer, an
-    unbounded one all."""
-    report = _report(gpu, "leave-one-model-out")
+@pytest.mark.parametrize("gpu", [*SETS, "both"])
+@pytest.mark.parametrize("split", ["random", "leave-one-model-out"])
+def test_level2_intervals_cover_held_out_targets_per_bin(gpu: str, split: str) -> None:
+    """Issue 35: the 90% intervals hold 85-95% of the held-out targets in each bin of at
+    least 30 (measured 87.5-95.02%; ParvaGPU's >= 2.00 bin was 83.6% before the level was
+    chosen by cross-validation; iGniter's mild bin under leave-one-model-out is 95.02%, one
+    target of 884 over 95: the upper bound 95.5 leaves another numerical build 4 targets
+    there and still fails the 97-98% of a level chosen on too few folds). Both sets fitted
+    together (the default predictor): each GPU keeps its own intervals (97.15% in the mild
+    bin when one interval served both). A zero-width or unguarded interval holds far
+    fewer, an unbounded one all. ParvaGPU's random split has no bin of 30 (65 targets):
+    only its kinds are checked."""
+    report = _report(gpu, split)
     coverage = report["level2_coverage"]["strength"]
-    counted = [b for b in coverage.values() if b["count"] >= MIN_BIN_TARGETS]
-    assert counted
-    for b in counted:
-        assert 0.83 <= b["coverage"] <= 0.96, b
-    assert set(report["level2_coverage"]["kind"]) == {"new-pair"}
+    for b in (b for b in coverage.values() if b["count"] >= MIN_BIN_TARGETS):
+        assert 0.85 <= b["coverage"] <= 0.955, b
+    kind = "new-pair" if split == "leave-one-model-out" else "measured-pair"
+    assert set(report["level2_coverage"]["kind"]) == {kind}
+    assert 0.7 <= report["level2_coverage"]["kind"][kind]["coverage"] <= 0.98
+
+
+def _clustered(units: int, offset: float, rng: np.random.Generator) -> tuple:  # type: ignore[type-arg]
+    """Log errors of ``units`` models, 60 targets each: noise plus a per-model offset
+    (evenly spread over +-``offset``)."""
+    shifts = np.linspace(-offset, offset, units)
+    logs = np.concatenate([rng.normal(s, 0.03, 60) for s in shifts])
+    folds = np.repeat(np.arange(units), 60)
+    return logs, folds
+
+
+def _level(logs: np.ndarray, folds: np.ndarray) -> float:  # type: ignore[type-arg]
+    bins = np.zeros(len(logs), dtype=np.int_)
+
+    def calibrate(train: np.ndarray):  # type: ignore[no-untyped-def,type-arg]
+        def inside(level: float, test: np.ndarray) -> np.ndarray:  # type: ignore[type-arg]
+            low, high = interval_ends(logs[train], bins[train], level)
+            return (logs[test] >= low) & (logs[test] <= high)  # type: ignore[no-any-return]
+
+        return inside
+
+    units = [(folds == k, folds != k) for k in np.unique(folds)]
+    return choose_level(units, bins, calibrate)
+
+
+def test_choose_level_widens_where_errors_cluster_by_model() -> None:
+    """Errors that share an offset per model: ends holding 90% of the other models' targets
+    hold fewer of a held-out model's, so a higher level is chosen; errors without the offset
+    keep a level at or near 90% (never below it); with fewer than MIN_UNITS units the level
+    is the nominal one."""
+    rng = np.random.default_rng(3)
+    assert _level(*_clustered(10, 0.1, rng)) >= 0.93  # 0.93-0.97 over noise seeds 0-7
+    assert _level(*_clustered(10, 0.0, rng)) <= COVERAGE + 0.02
+    assert _level(*_clustered(MIN_UNITS - 1, 0.1, rng)) == COVERAGE
+    assert min(LEVELS) == COVERAGE < max(LEVELS)
+
+
+def test_choose_levels_raises_only_the_scope_whose_errors_cluster() -> None:
+    """Two regions calibrated together: the one whose errors share a per-model offset gets a
+    higher level than the one without (a level per region, not one per kind)."""
+    rng = np.random.default_rng(5)
+    clustered, folds = _clustered(10, 0.1, rng)
+    plain, _ = _clustered(10, 0.0, rng)
+    logs = np.concatenate([clustered, plain])
+    units_of = np.concatenate([folds, folds])
+    scopes = np.repeat(np.array(["a", "b"]), len(clustered))
+    bins = np.zeros(len(logs), dtype=np.int_)
+
+    def calibrate(train: np.ndarray):  # type: ignore[no-untyped-def,type-arg]
+        def inside(level: float, test: np.ndarray) -> np.ndarray:  # type: ignore[type-arg]
+            found = {
+                k: interval_ends(logs[train & (scopes == k)], bins[train & (scopes == k)], level)
+                for k in ("a", "b")
+            }
+            low = np.array([found[k][0] for k in scopes[test]])
+            high = np.array([found[k][1] for k in scopes[test]])
+            return (logs[test] >= low) & (logs[test] <= high)  # type: ignore[no-any-return]
+
+        return inside
+
+    units = [(units_of == k, units_of != k) for k in range(10)]
+    levels = choose_levels(units, bins, scopes, calibrate)
+    assert levels["a"] >= 0.93
+    assert levels["b"] <= COVERAGE + 0.02
+
+
+def test_a_gpu_keeps_its_own_shrink_and_falls_back_to_the_pooled_one() -> None:
+    """Mondrian by GPU: a GPU's own region first, then its own pooled, then every GPU's."""
+    own, own_pooled = Shrink(0.5, -0.1, 0.1, 40), Shrink(1.0, -0.2, 0.2, 80)
+    shared, shared_pooled = Shrink(1.0, -0.3, 0.3, 90), Shrink(1.0, -0.4, 0.4, 200)
+    guard = Guard(
+        {
+            ("new-pair", "V100|<1.10"): own,
+            ("new-pair", "V100|*"): own_pooled,
+            ("new-pair", "<1.10"): shared,
+            ("new-pair", "*"): shared_pooled,
+        }
+    )
+    assert guard.find("new-pair", 1.05, "V100") is own
+    assert guard.find("new-pair", 1.3, "V100") is own_pooled
+    assert guard.find("new-pair", 1.05, "A100-80GB") is shared
+    assert guard.find("new-pair", 1.05) is shared
+    assert guard.find("new-pair", 1.3, "A100-80GB") is shared_pooled
+    assert guard.find("measured-pair", 1.3, "A100-80GB") is shared_pooled
+    assert guard.slowdown("new-pair", 1.08, "V100") == pytest.approx(1.04)
+
+
+def test_out_of_fold_units_leave_out_every_target_of_a_shared_group() -> None:
+    """A held-out model's unit is calibrated without any target of its groups (their other
+    targets were held out in the co-runner's fold): as for a model never measured."""
+    folds, groups = np.array([0, 0, 1, 1]), np.array([7, 8, 7, 9])
+    oof = OutOfFold(np.ones(4), np.ones(4), folds, groups, np.array(["V100"] * 4))
+    (test0, train0), (_, train1) = oof.units()
+    assert test0.tolist() == [True, True, False, False]
+    assert train0.tolist() == [False, False, False, True]
+    assert train1.tolist() == [False, True, False, False]
 
 
 def test_choose_weight_keeps_a_good_model_and_drops_a_biased_one() -> None:
@@ -91,7 +205,7 @@ def test_interval_ends_hold_ninety_percent_of_every_crowded_bin() -> None:
     plain_low, plain_high = np.percentile(logs, [5, 95])
     top = logs[len(mild) :]
     assert np.mean((top >= plain_low) & (top <= plain_high)) < 0.88
-    low, high = interval_ends(logs, measured)
+    low, high = interval_ends(logs, strength_bins(measured))
     assert low <= 0 <= high
     for part in (mild, contended, logs):
         assert np.sum((part < low) | (part > high)) <= misses_allowed(len(part))

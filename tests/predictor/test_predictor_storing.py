@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from arkgpu.predictor import Predictor, PredictorFileError
+from arkgpu.predictor.guarding import Guard, Shrink
 
 
 def _saved(fitted: Predictor, tmp_path: Path) -> tuple[Path, dict[str, object]]:
@@ -79,3 +80,15 @@ def test_negative_pair_scale_is_refused(fitted: Predictor, tmp_path: Path) -> No
     path.write_text(json.dumps(doc))
     with pytest.raises(PredictorFileError, match="corrupt"):
         Predictor.load(path)
+
+
+def test_a_gpu_own_guard_round_trips(fitted: Predictor, tmp_path: Path) -> None:
+    """A guard fitted per GPU (keys ``GPU|region``, several GPUs' pairs) comes back as saved
+    and is found first for its GPU."""
+    own = Shrink(0.5, -0.05, 0.1, 40)
+    guard = Guard({**fitted.guard.shrinks, ("new-pair", "V100|<1.10"): own})
+    path = tmp_path / "gpu.json"
+    fitted._with(guard=guard).save(path)
+    loaded = Predictor.load(path).guard
+    assert loaded == guard
+    assert loaded.find("new-pair", 1.05, "V100") == own

@@ -17,6 +17,11 @@ models are host-bound, large ones compute-bound). ``width`` is chosen among
 reference's curve is predicted on the grid from the others through its own
 latency at the same point, and the width with the smallest mean log error
 wins (no data of the new model beyond the one point is used).
+
+The borrowed curve is then reshaped as the references' trend expects of a
+model of its latency (:mod:`arkgpu.predictor.shaping`: a small model is more
+fixed-time-bound than larger references), with the reshaping, or none, that
+predicts the references from each other best by the same leave-one-out.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import numpy as np
 
 from arkgpu.model.arrays import FloatArray
 from arkgpu.predictor.curves import SoloCurve, fit_curve
+from arkgpu.predictor.shaping import RESHAPES, Reshape
 from arkgpu.traces.profiles import SoloRecord
 
 GRID_BATCHES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
@@ -85,7 +91,19 @@ def choose_width(references: Sequence[SoloCurve], batch: int, share: float) -> f
 def anchored_curve(
     references: Sequence[SoloCurve], batch: int, share: float, latency_ms: float
 ) -> SoloCurve:
-    """A curve for a new model from one measured point and other models' curves."""
+    """A curve for a new model from one measured point and other models' curves: the
+    borrowed shape, reshaped as the references' trend expects where that helps them
+    (module docstring)."""
+    curve = _borrowed(references, batch, share, latency_ms)
+    if len(references) < MIN_MATCHED:
+        return curve
+    return _best_reshape(references, batch, share)(curve, references, batch, share, latency_ms)
+
+
+def _borrowed(
+    references: Sequence[SoloCurve], batch: int, share: float, latency_ms: float
+) -> SoloCurve:
+    """The references rescaled through the point, weighted by similarity, refitted."""
     if not references:
         raise ValueError("no profiled model to borrow a curve shape from")
     b, s = _grid()
@@ -104,3 +122,24 @@ def pick_anchor(records: Sequence[SoloRecord]) -> SoloRecord:
     middle = float(np.median(np.log([r.batch for r in records])))
     batch = min({r.batch for r in records}, key=lambda b: (abs(np.log(b) - middle), b))
     return max((r for r in records if r.batch == batch), key=lambda r: r.share)
+
+
+MIN_MATCHED = 3
+"""Fewest references for a reshaping (its leave-one-out fits a line through two)."""
+
+
+def _best_reshape(references: Sequence[SoloCurve], batch: int, share: float) -> Reshape:
+    """The reshaping of :data:`~arkgpu.predictor.shaping.RESHAPES` that predicts each
+    reference from the others (through its own latency at the point) best on the grid, in
+    mean absolute log error."""
+    b, s = _grid()
+    errors = dict.fromkeys(RESHAPES, 0.0)
+    for i, held in enumerate(references):
+        rest = [c for j, c in enumerate(references) if j != i]
+        latency = held.latency_ms(batch, share)
+        truth = np.log(held.latency_ms_many(b, s))
+        base = _borrowed(rest, batch, share, latency)
+        for name, reshape in RESHAPES.items():
+            guess = reshape(base, rest, batch, share, latency).latency_ms_many(b, s)
+            errors[name] += float(np.mean(np.abs(np.log(guess) - truth)))
+    return RESHAPES[min(errors, key=lambda name: errors[name])]

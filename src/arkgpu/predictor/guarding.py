@@ -25,12 +25,20 @@ trusts it, it checks it on its own training targets, out of fold:
    takes the weight chosen on every target of its kind (weak evidence: the
    pooled answer).
 3. A (kind, region)'s interval on ``log(measured / guarded)`` over the same
-   targets (pooled likewise), split-conformal and bin-conditional: the
-   narrowest ends that hold :data:`COVERAGE` (with the finite-sample
-   correction, :func:`misses_allowed`) of those targets overall *and* of each
-   measured-strength bin of at least :data:`MIN_BIN` of them. A plain 5th-95th
-   percentile interval holds 90% overall but fewer of the contended pairs (their
-   misses are all above) and more of the mild ones (misses all below).
+   targets (pooled likewise), split-conformal and bin-conditional
+   (:func:`arkgpu.predictor.calibrating.interval_ends`): the narrowest ends
+   that hold a nominal share of those targets overall *and* of each
+   measured-strength bin of at least :data:`MIN_BIN` of them. The nominal share
+   (90% or more) is chosen per (kind, region) by cross-validating the
+   calibration over the folds of step 1
+   (:func:`arkgpu.predictor.calibrating.choose_levels`): out-of-fold errors
+   cluster by model, so 90% of the calibration targets can be fewer of a new
+   model's.
+4. Where several GPUs' targets are fitted together, each GPU with at least
+   :data:`MIN_REGION` of them also gets its own weights and intervals, steps 2
+   and 3 on its targets only (a Mondrian split by GPU, keys ``GPU|region``):
+   one interval per region served iGniter's mild V100 pairs and ParvaGPU's
+   contended A100 groups alike, over-covering one and under-covering the other.
 
 A query is ``measured-pair`` when every (GPU, target model, co-runner model)
 combination of it was measured in training, else ``new-pair``; only
@@ -41,33 +49,42 @@ headroom for the others, :mod:`arkgpu.placement.lc_placing`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import astuple, dataclass
+from functools import partial
 
 import numpy as np
 from numpy.typing import NDArray
 
 from arkgpu.model.arrays import FloatArray
-from arkgpu.predictor.breakdown import strength_label
+from arkgpu.predictor.breakdown import STRENGTH_LABELS, strength_label
+from arkgpu.predictor.calibrating import (
+    COVERAGE,
+    MIN_BIN,
+    BoolArray,
+    IntArray,
+    choose_levels,
+    interval_ends,
+    strength_bins,
+)
 from arkgpu.predictor.pair_rows import PairRows, fit_level2, predict_rows
 
 PAIR_KINDS = ("measured-pair", "new-pair")
 """Kinds of level-2 query, the more supported first."""
 POOLED_REGION = "*"
 """Region key of the answer over all of a kind's targets."""
+GPU_SEPARATOR = "|"
+"""Between a GPU's name and a region in the key of that GPU's own shrink."""
 WEIGHTS = tuple(i / 20 for i in range(21))
 """Weights of the contention model's extra slowdown tried (0: no interference)."""
 FOLDS = 5
 """Random folds of the groups for ``measured-pair`` out-of-fold predictions."""
 MIN_REGION = 30
 """Fewest out-of-fold targets for a region to get its own weight and interval."""
-MIN_BIN = 10
-"""Fewest targets of a measured-strength bin for it to constrain the weight."""
 BIN_TOLERANCE_PCT = 0.5
 """How far (MAPE points) a weight may be above no interference in a bin."""
 KEEP_MARGIN_PCT = 0.25
 """MAPE points another weight must gain over the unshrunk model (w = 1) to replace it."""
-COVERAGE = 0.9
-"""Nominal coverage of an interval, on the out-of-fold targets overall and per bin."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,23 +103,27 @@ class Shrink:
 
 @dataclass(frozen=True)
 class Guard:
-    """Weights and intervals per (kind, region); empty: weight 1, no interval."""
+    """Weights and intervals per (kind, region); empty: weight 1, no interval. A region key
+    ``GPU|region`` is that GPU's own (its targets only, where several GPUs were fitted)."""
 
     shrinks: dict[tuple[str, str], Shrink]
 
-    def find(self, kind: str, raw: float) -> Shrink | None:
-        """The shrink of ``kind`` in the region of the contention slowdown ``raw``.
-
-        Falls back to the kind pooled, then to the other kind (pooled)."""
-        for key in ((kind, strength_label(raw)), (kind, POOLED_REGION)):
-            if key in self.shrinks:
-                return self.shrinks[key]
+    def find(self, kind: str, raw: float, gpu: str | None = None) -> Shrink | None:
+        """The shrink of ``kind`` in the region of the contention slowdown ``raw``: the GPU's
+        own region, the GPU's own pooled, the region over every GPU, the kind pooled, then
+        the other kind (pooled)."""
+        label = strength_label(raw)
+        mine = () if gpu is None else (gpu + GPU_SEPARATOR + label, gpu + GPU_SEPARATOR + "*")
+        for region in (*mine, label, POOLED_REGION):
+            found = self.shrinks.get((kind, region))
+            if found is not None:
+                return found
         others = (self.shrinks.get((k, POOLED_REGION)) for k in PAIR_KINDS if k != kind)
         return next((s for s in others if s is not None), None)
 
-    def slowdown(self, kind: str, raw: float) -> float:
+    def slowdown(self, kind: str, raw: float, gpu: str | None = None) -> float:
         """The guarded slowdown, ``1 + w (raw - 1)``."""
-        found = self.find(kind, raw)
+        found = self.find(kind, raw, gpu)
         return raw if found is None else 1.0 + found.weight * (raw - 1.0)
 
 
@@ -156,9 +177,9 @@ def _ape(predicted: FloatArray, measured: FloatArray) -> FloatArray:
 
 def choose_weight(raw: FloatArray, measured: FloatArray) -> float:
     """The weight of :data:`WEIGHTS` for out-of-fold slowdowns ``raw`` (module docstring)."""
-    bins = np.array([strength_label(float(v)) for v in measured])
+    bins = strength_bins(measured)
     apes = {w: _ape(1.0 + w * (raw - 1.0), measured) for w in WEIGHTS}
-    crowded = [bins == b for b in sorted(set(bins)) if np.sum(bins == b) >= MIN_BIN]
+    crowded = [bins == b for b in np.unique(bins) if np.sum(bins == b) >= MIN_BIN]
 
     def allowed(w: float) -> bool:
         limits = (apes[0.0][m].mean() + BIN_TOLERANCE_PCT for m in crowded)
@@ -171,51 +192,103 @@ def choose_weight(raw: FloatArray, measured: FloatArray) -> float:
     return best
 
 
-def _needed_high(ordered: FloatArray, low: float, allowed: int) -> float:
-    """Smallest upper end (>= 0) that leaves at most ``allowed`` of the ascending ``ordered``
-    outside ``[low, high]`` (infinite when more than that lie below ``low`` already)."""
-    left = allowed - int(np.searchsorted(ordered, low, side="left"))
-    if left < 0:
-        return math.inf
-    return 0.0 if left >= len(ordered) else max(float(ordered[-1 - left]), 0.0)
+@dataclass(frozen=True)
+class _Region:
+    """One region's out-of-fold targets under its chosen weight."""
+
+    weight: float
+    logs: FloatArray
+    """log(measured / guarded) per target."""
+    bins: IntArray
+    """Measured-strength bin per target."""
+
+    @classmethod
+    def of(cls, raw: FloatArray, measured: FloatArray) -> _Region:
+        weight = choose_weight(raw, measured)
+        logs = np.log(measured / (1.0 + weight * (raw - 1.0)))
+        return cls(weight, logs, strength_bins(measured))
+
+    def shrink(self, level: float) -> Shrink:
+        return Shrink(self.weight, *interval_ends(self.logs, self.bins, level), len(self.logs))
 
 
-def misses_allowed(count: int) -> int:
-    """Targets of ``count`` a split-conformal interval of :data:`COVERAGE` may leave out:
-    it holds the ``ceil((count + 1) COVERAGE)``-th smallest score."""
-    return max(count - math.ceil((count + 1) * COVERAGE - 1e-9), 0)
-
-
-def interval_ends(logs: FloatArray, measured: FloatArray) -> tuple[float, float]:
-    """The narrowest ``(low, high)``, ``low <= 0 <= high``, leaving out at most
-    :func:`misses_allowed` of ``logs`` overall and in each measured-strength bin of at
-    least :data:`MIN_BIN` targets (module docstring, step 3)."""
-    bins = np.array([strength_label(float(v)) for v in measured])
-    crowded = [bins == b for b in sorted(set(bins)) if np.sum(bins == b) >= MIN_BIN]
-    groups = [np.sort(logs)] + [np.sort(logs[m]) for m in crowded]
-    allowed = [misses_allowed(len(g)) for g in groups]
-    best = (math.inf, 0.0, 0.0)
-    for low in np.unique(np.append(np.minimum(logs, 0.0), 0.0)).tolist():
-        high = max(_needed_high(g, low, a) for g, a in zip(groups, allowed, strict=True))
-        best = min(best, (high - low, low, high))
-    return best[1], best[2]
-
-
-def _shrink(raw: FloatArray, measured: FloatArray) -> Shrink:
-    weight = choose_weight(raw, measured)
-    low, high = interval_ends(np.log(measured / (1.0 + weight * (raw - 1.0))), measured)
-    return Shrink(weight, low, high, len(measured))
-
-
-def _kind_shrinks(
-    kind: str, raw: FloatArray, measured: FloatArray
-) -> dict[tuple[str, str], Shrink]:
-    out = {(kind, POOLED_REGION): _shrink(raw, measured)}
-    regions = np.array([strength_label(float(v)) for v in raw])
-    for region in sorted({str(r) for r in regions}):
-        mask = regions == region
+def _regions(raw: FloatArray, measured: FloatArray) -> dict[str, _Region]:
+    """The pooled region and each region of at least :data:`MIN_REGION` targets."""
+    out = {POOLED_REGION: _Region.of(raw, measured)}
+    labels = strength_bins(raw)
+    for label in np.unique(labels).tolist():
+        mask = labels == label
         if np.sum(mask) >= MIN_REGION:
-            out[(kind, region)] = _shrink(raw[mask], measured[mask])
+            out[STRENGTH_LABELS[label]] = _Region.of(raw[mask], measured[mask])
+    return out
+
+
+def _judge(
+    raw: FloatArray, measured: FloatArray, train: BoolArray
+) -> Callable[[float, BoolArray], BoolArray]:
+    """Which test targets the shrinks found on the ``train`` targets at a level hold."""
+    regions = _regions(raw[train], measured[train])
+
+    def inside(level: float, test: BoolArray) -> BoolArray:
+        shrinks = {key: region.shrink(level) for key, region in regions.items()}
+        labels = [STRENGTH_LABELS[b] for b in strength_bins(raw[test]).tolist()]
+        found = [shrinks.get(label, shrinks[POOLED_REGION]) for label in labels]
+        weights, lows, highs = (
+            np.array(v) for v in zip(*((s.weight, s.low, s.high) for s in found), strict=True)
+        )
+        logs = np.log(measured[test] / (1.0 + weights * (raw[test] - 1.0)))
+        result: BoolArray = (logs >= lows) & (logs <= highs)
+        return result
+
+    return inside
+
+
+@dataclass(frozen=True)
+class OutOfFold:
+    """Out-of-fold slowdowns of one kind, with where each came from."""
+
+    raw: FloatArray
+    """The contention model's slowdown, fitted without the target's fold."""
+    measured: FloatArray
+    """The measured slowdown."""
+    folds: IntArray
+    """Fold that held the target out."""
+    groups: IntArray
+    """The target's co-located group (:attr:`PairRows.groups`)."""
+    gpus: NDArray[np.str_]
+    """The target's GPU."""
+
+    def subset(self, mask: BoolArray) -> OutOfFold:
+        """The targets of ``mask``."""
+        return OutOfFold(*(v[mask] for v in astuple(self)))
+
+    def units(self) -> list[tuple[BoolArray, BoolArray]]:
+        """Per fold: its targets, and the targets sharing no group with them."""
+        tests = [self.folds == k for k in np.unique(self.folds).tolist()]
+        return [(t, ~np.isin(self.groups, self.groups[t])) for t in tests]
+
+
+def _kind_shrinks(kind: str, oof: OutOfFold, prefix: str = "") -> dict[tuple[str, str], Shrink]:
+    judge = partial(_judge, oof.raw, oof.measured)
+    regions = _regions(oof.raw, oof.measured)
+    labels = [STRENGTH_LABELS[b] for b in strength_bins(oof.raw).tolist()]
+    scopes = np.array([label if label in regions else POOLED_REGION for label in labels])
+    levels = choose_levels(oof.units(), strength_bins(oof.measured), scopes, judge)
+    return {
+        (kind, prefix + key): region.shrink(levels.get(key, COVERAGE))
+        for key, region in regions.items()
+    }
+
+
+def _gpu_shrinks(kind: str, oof: OutOfFold) -> dict[tuple[str, str], Shrink]:
+    """Each GPU's own shrinks, where several GPUs' targets were fitted together (a Mondrian
+    split: one GPU's pairs must not set another's weights and intervals)."""
+    gpus = np.unique(oof.gpus).tolist()
+    out: dict[tuple[str, str], Shrink] = {}
+    for gpu in gpus if len(gpus) > 1 else []:
+        mine = oof.subset(oof.gpus == gpu)
+        if len(mine.measured) >= MIN_REGION:
+            out.update(_kind_shrinks(kind, mine, gpu + GPU_SEPARATOR))
     return out
 
 
@@ -224,17 +297,20 @@ def _held_out(rows: PairRows, test: NDArray[np.bool_], prior: float) -> FloatArr
     return predict_rows(fitted, scales, rows.take(np.flatnonzero(test)))
 
 
-def _out_of_fold(
-    rows: PairRows, tests: list[NDArray[np.bool_]], prior: float
-) -> tuple[FloatArray, FloatArray]:
-    raw, measured = [], []
-    for test in tests:
+def _out_of_fold(rows: PairRows, tests: list[BoolArray], prior: float) -> OutOfFold:
+    raw, measured, folds, groups, gpus = [], [], [], [], []
+    every_gpu = np.array(rows.gpus, dtype=np.str_)
+    for k, test in enumerate(tests):
         if test.any() and not test.all():
             raw.append(_held_out(rows, test, prior))
             measured.append(rows.slowdowns[test])
+            folds.append(np.full(int(test.sum()), k))
+            groups.append(rows.groups[test])
+            gpus.append(every_gpu[test])
     if not raw:
-        return np.zeros(0), np.zeros(0)
-    return np.concatenate(raw), np.concatenate(measured)
+        none = np.zeros(0, np.int_)
+        return OutOfFold(np.zeros(0), np.zeros(0), none, none, np.zeros(0, np.str_))
+    return OutOfFold(*(np.concatenate(v) for v in (raw, measured, folds, groups, gpus)))
 
 
 def _random_folds(rows: PairRows, seed: int) -> list[NDArray[np.bool_]]:
@@ -257,7 +333,8 @@ def fit_guard(rows: PairRows, prior: float, seed: int = 0) -> Guard:
     shrinks: dict[tuple[str, str], Shrink] = {}
     folds = {"measured-pair": _random_folds(rows, seed), "new-pair": _model_folds(rows)}
     for kind in PAIR_KINDS:
-        raw, measured = _out_of_fold(rows, folds[kind], prior)
-        if len(measured):
-            shrinks.update(_kind_shrinks(kind, raw, measured))
+        oof = _out_of_fold(rows, folds[kind], prior)
+        if len(oof.measured):
+            shrinks.update(_kind_shrinks(kind, oof))
+            shrinks.update(_gpu_shrinks(kind, oof))
     return Guard(shrinks)

@@ -266,7 +266,9 @@ class Predictor:
         (:mod:`arkgpu.predictor.guarding`)."""
         raw = self.contention_slowdown(target, corunners, gpu)
         return (
-            self.guard.slowdown(self.pair_kind(target, corunners, gpu), raw) if corunners else raw
+            self.guard.slowdown(self.pair_kind(target, corunners, gpu), raw, gpu)
+            if corunners
+            else raw
         )
 
     def pair_kind(self, target: Workload, corunners: Sequence[Workload], gpu: str) -> str:
@@ -286,10 +288,10 @@ class Predictor:
         raw = self.contention_slowdown(target, corunners, gpu)
         kind = self.pair_kind(target, corunners, gpu)
         alone = self.confidence(target.model, target.batch, target.share, gpu)
-        slowdown = self.guard.slowdown(kind, raw) if corunners else raw
+        slowdown = self.guard.slowdown(kind, raw, gpu) if corunners else raw
         widen = (0.0, 0.0) if alone.confident else self.intervals[alone.kind]
         return pair_interval(
-            float(alone.latency_ms * slowdown), kind, self.guard.find(kind, raw), widen
+            float(alone.latency_ms * slowdown), kind, self.guard.find(kind, raw, gpu), widen
         )
 
     def contention_slowdown(
