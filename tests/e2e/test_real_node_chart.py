@@ -53,6 +53,7 @@ from .node_images import build_workload_image
 from .node_metrics import Scraper
 from .node_pods import POD_WAIT_S, wait_succeeded
 from .node_runtime import ctr
+from .processes import ControlPlaneError
 from .realnode import RealNode
 
 CAP_MIB = 3000
@@ -239,7 +240,10 @@ def test_a_killed_part_leaves_running_gpu_pods_alone_and_comes_back(
     ns, region = runner
     before = running(chart.node, get_pod(chart.node, ns, "gpu-runner"), "main", region)
     assert caps_and_share(before.limits) == ((CAP_MIB * MIB,), 3000)
-    kill(chart, part)
+    try:
+        kill(chart, part)
+    except (AssertionError, ControlPlaneError) as exc:
+        raise AssertionError(f"{part} not back: {exc}\n{diagnosis(chart, ns)}") from None
     _still_running(chart, runner, before)
     _probe(chart, ns)
 
