@@ -61,12 +61,13 @@ class RealNodeConfig:
 
 
 @dataclass
-class Kubelet:
-    """The node's kubelet process, replaced by :meth:`restart`."""
+class Daemon:
+    """One of the node's daemons (kubelet, containerd), replaced by :meth:`restart` or
+    :meth:`kill_and_restart`."""
 
     child: processes.Child
     start: Callable[[str], processes.Child]
-    """Starts kubelet with the node's arguments, its output in ``<logs>/<name>.log``."""
+    """Starts the daemon with the node's arguments, its output in ``<logs>/<name>.log``."""
     stop_timeout_s: float
     restarts: int = 0
 
@@ -75,12 +76,22 @@ class Kubelet:
         processes.stop(self.child, self.stop_timeout_s)
 
     def restart(self, while_stopped: Callable[[], None]) -> None:
-        """Stops kubelet, calls ``while_stopped``, starts it again (log ``kubelet-<n>.log``);
-        containerd and the containers keep running, as on a kubelet restart."""
+        """Stops the daemon, calls ``while_stopped``, starts it again (log ``<name>-<n>.log``);
+        the containers keep running, as on a kubelet restart."""
         self.stop()
         while_stopped()
+        self._start_again()
+
+    def kill_and_restart(self) -> None:
+        """SIGKILL to the daemon's own process (what systemd's ``KillMode=process`` hits: the
+        shims and containers live on), reaped, then started again as systemd restarts it."""
+        self.child.popen.kill()
+        self.child.popen.wait()
+        self._start_again()
+
+    def _start_again(self) -> None:
         self.restarts += 1
-        self.child = self.start(f"kubelet-{self.restarts}")
+        self.child = self.start(f"{self.child.name.split('-')[0]}-{self.restarts}")
 
 
 @dataclass(frozen=True)
@@ -92,7 +103,8 @@ class RealNode:
     paths: NodePaths
     gpu: FakeGpuNode
     plane: ControlPlane
-    kubelet: Kubelet
+    kubelet: Daemon
+    containerd: Daemon
 
     def kubectl(self, *args: str, stdin: str | None = None, timeout_s: float = 120.0) -> str:
         """Runs kubectl as the admin against the control plane; its output (raises on failure)."""
@@ -159,16 +171,23 @@ def _poll(check: Callable[[], T | None], timeout_s: float, what: str, child: pro
 
 def _start_containerd(
     paths: NodePaths, config: Path, cfg: RealNodeConfig, stack: ExitStack
-) -> None:
+) -> Daemon:
     env_path = (
         f"{paths.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"  # the shim is found on PATH
     )
-    child = processes.start(
-        "containerd",
-        ["env", f"PATH={env_path}", str(paths.bin_dir / "containerd"), f"--config={config}"],
-        paths.logs,
-    )
-    stack.callback(processes.stop, child, cfg.stop_timeout_s)
+    argv = ["env", f"PATH={env_path}", str(paths.bin_dir / "containerd"), f"--config={config}"]
+
+    def start(name: str) -> processes.Child:
+        return processes.start(name, argv, paths.logs)
+
+    daemon = Daemon(start("containerd"), start, cfg.stop_timeout_s)
+    stack.callback(daemon.stop)
+    wait_containerd(paths, daemon, cfg.ready_timeout_s)
+    return daemon
+
+
+def wait_containerd(paths: NodePaths, daemon: Daemon, timeout_s: float) -> None:
+    """Waits until containerd answers ``ctr version``."""
 
     def answers() -> bool | None:
         if not paths.socket.exists():
@@ -179,7 +198,7 @@ def _start_containerd(
             return None
         return True
 
-    _poll(answers, cfg.ready_timeout_s, "containerd does not answer", child)
+    _poll(answers, timeout_s, "containerd does not answer", daemon.child)
 
 
 def _start_controller_manager(
@@ -213,7 +232,7 @@ def _start_kubelet(
     ip: str,
     config: Path,
     stack: ExitStack,
-) -> Kubelet:
+) -> Daemon:
     def start(name: str) -> processes.Child:
         return processes.start(name, argv, paths.logs)
 
@@ -227,7 +246,7 @@ def _start_kubelet(
         f"--node-ip={ip}",
         "--v=1",
     ]
-    kubelet = Kubelet(start("kubelet"), start, cfg.stop_timeout_s)
+    kubelet = Daemon(start("kubelet"), start, cfg.stop_timeout_s)
     stack.callback(kubelet.stop)
     return kubelet
 
@@ -262,7 +281,7 @@ def running_node(plane: ControlPlane, bin_dir: Path, cfg: RealNodeConfig) -> Ite
         gpu = install(FakeGpuConfig(paths.root / "fakegpu", cfg.gpus, cfg.gpu_memory_mib))
         ip = node_ip()
         containerd_cfg, kubelet_cfg, _ = write_configs(paths, [gpu.cdi_dir], plane.ca, ip)
-        _start_containerd(paths, containerd_cfg, cfg, stack)
+        containerd = _start_containerd(paths, containerd_cfg, cfg, stack)
         import_image(paths, paths.pause_archive)
         _start_controller_manager(paths, plane, cfg, stack)
         kubelet = _start_kubelet(paths, plane, cfg, ip, kubelet_cfg, stack)
@@ -274,6 +293,6 @@ def running_node(plane: ControlPlane, bin_dir: Path, cfg: RealNodeConfig) -> Ite
                 f"node {cfg.name} not Ready and untainted",
                 kubelet.child,
             )
-        node = RealNode(cfg.name, ip, paths, gpu, plane, kubelet)
+        node = RealNode(cfg.name, ip, paths, gpu, plane, kubelet, containerd)
         _start_services(node, cfg, stack)
         yield node

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arkgpu.limiter import layout
+from arkgpu.limiter import layout, native
+from arkgpu.limiter.containers import FakeContainer
 from arkgpu.limiter.region import (
     USAGE_FILE,
     Limits,
@@ -147,4 +148,28 @@ def test_follows_a_replaced_file_and_refuses_a_short_or_strange_one(tmp_path: Pa
     os.mkfifo(path)
     with pytest.raises(RegionDataError, match="not a regular file"):
         reader.read()
+    reader.close()
+
+
+def test_the_liveness_lock_is_held_while_a_library_process_runs(
+    shared_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process under the library holds its usage file's liveness lock from its first CUDA
+    call until it exits, and the reader sees it without taking it: what tells the chart's
+    node runtime, in a pid namespace of its own, that a container's process is alive."""
+    monkeypatch.setenv(native.NATIVE_DIR_ENV, str(shared_dir / "native"))
+    box = FakeContainer.create(shared_dir / "c", shared_dir / "fakegpu", Limits((None,)))
+    reader = UsageReader(box.region / USAGE_FILE)
+    assert not reader.in_use()
+    probe = box.popen([str(native.cubench()), "script"])
+    assert probe.stdin is not None
+    assert probe.stdout is not None
+    probe.stdin.write("info\n")
+    probe.stdin.flush()
+    assert probe.stdout.readline().strip()
+    assert reader.in_use()
+    assert reader.in_use()  # asking takes no lock
+    probe.communicate(timeout=60)  # end of input: it exits
+    assert probe.returncode == 0
+    assert not reader.in_use()
     reader.close()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import struct
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,8 +13,10 @@ import pytest
 from arkgpu.colocation.deciding import ControlConfig, NodeController
 from arkgpu.colocation.observations import BeObservation, GpuObservations, LcObservation
 from arkgpu.colocation.sizing import LcDemand, ShareSizer
+from arkgpu.limiter import layout
 from arkgpu.limiter.lending import lender_path
 from arkgpu.limiter.region import LIMITS_FILE, USAGE_FILE, Limits, create_region, read_limits
+from arkgpu.limiter.untrusted import start_ticks
 from arkgpu.node.bench import attach
 from arkgpu.node.config import NodeConfig
 from arkgpu.node.pods import PodSpec, write_pod
@@ -196,3 +200,45 @@ def test_a_container_is_named_by_its_pod_when_pod_json_says_so(
     err = capsys.readouterr().err
     assert "dev-bad" in err
     assert "field pod: expected a string, got 7" in err
+
+
+def _foreign_attach(usage: Path) -> None:
+    """Attach a process of another pid namespace: its pid 1 names another process here
+    (another start time), as a container's first process seen from the node pod."""
+    slot = layout.UsageStruct.procs.offset
+    fd = os.open(usage, os.O_RDWR)
+    try:
+        os.pwrite(fd, struct.pack("<i", 1), slot + layout.ProcStruct.pid.offset)
+        ticks = struct.pack("<Q", start_ticks(1) + 12345)
+        os.pwrite(fd, ticks, slot + layout.ProcStruct.start_ticks.offset)
+    finally:
+        os.close(fd)
+
+
+def _hold_liveness_lock(usage: Path) -> int:
+    """Take the library's liveness lock (an OFD read lock on byte 0) as its process does."""
+    fd = os.open(usage, os.O_RDWR)
+    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", fcntl.F_RDLCK, 0, 0, 1, 0))
+    return fd
+
+
+def test_a_container_of_another_pid_namespace_is_adjusted_while_its_library_lives(
+    tmp_path: Path, predictor: Predictor
+) -> None:
+    """The runtime in the chart's node pod cannot judge a container's pids: a BE job whose
+    slot names another namespace's pid is adjusted (alone on its GPU: the whole GPU) while a
+    process holds the library's liveness lock on its usage file, not before, and counts no
+    more once the lock is gone (the process died)."""
+    region = create_region(tmp_path / "be", Limits((None,), 4000))
+    write_pod(region, BE)
+    _foreign_attach(region / USAGE_FILE)
+    runtime = _runtime(tmp_path, predictor)
+    runtime.start()
+    runtime.tick()
+    assert read_limits(region).share_bp == 4000
+    fd = _hold_liveness_lock(region / USAGE_FILE)
+    runtime.tick()
+    assert read_limits(region).share_bp == 10_000
+    os.close(fd)
+    runtime.tick()
+    assert not runtime.containers["be"].active()

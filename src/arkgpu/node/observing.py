@@ -75,10 +75,20 @@ class Container:
 
         A container none of whose processes has started, or whose processes all died,
         holds no slot: the runtime writes nothing for it, and its share goes to the
-        others until a process of it runs.
+        others until a process of it runs. A process is alive when /proc shows its pid
+        with its start time (the runtime shares the container's pid namespace) or, in any
+        namespace, when the library's liveness lock on the usage file is held (the pids a
+        container writes mean nothing from the pid namespace of the chart's node pod).
         """
         u = self.usage
-        return u is not None and any(p.alive for p in u.processes)
+        if u is None or not u.processes:
+            return False
+        if any(p.alive for p in u.processes):
+            return True
+        try:
+            return self.reader.in_use()
+        except OSError:
+            return False
 
 
 def refresh(container: Container) -> None:

@@ -26,6 +26,7 @@ replaced, the reader opens the new one.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import stat
 import struct
@@ -36,6 +37,8 @@ from arkgpu.limiter.region import LatencySample, ProcessUsage, Usage, process_us
 from arkgpu.limiter.untrusted import PID_MAX, RegionDataError, check_header
 
 _U = layout.UsageStruct
+_FLOCK = struct.Struct("hhqqi4x")
+"""Linux's ``struct flock`` on 64-bit: l_type, l_whence, l_start, l_len, l_pid."""
 _RECORD = ctypes.sizeof(_U)
 _FIXED = _U.lat.offset
 """Bytes before the latency ring: what each period reads."""
@@ -132,6 +135,15 @@ class UsageReader:
                 f"{self.path}: {st.st_size} bytes, a record of this layout has {_RECORD}"
             )
         return self._fd
+
+    def in_use(self) -> bool:
+        """Whether a process holds the library's liveness lock on the file (an OFD read lock
+        on its first byte, taken when the library maps it: ``limiter_core.c``), i.e. a
+        process of the container that attached is alive, in whatever pid namespace. Asked
+        with ``F_OFD_GETLK``, which takes no lock (OSError when the file is gone)."""
+        probe = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0)
+        got = fcntl.fcntl(self._descriptor(), fcntl.F_OFD_GETLK, probe)
+        return int(_FLOCK.unpack(got)[0]) != fcntl.F_UNLCK
 
     def _pread(self, size: int, offset: int) -> bytes:
         data = os.pread(self._descriptor(), size, offset)

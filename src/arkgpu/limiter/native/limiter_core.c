@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,6 +51,17 @@ void *arkgpu_hook_for_real(void *real) {
 /* ---- region ---- */
 static const arkgpu_limits deny_limits = {.magic = ARKGPU_LIMITS_MAGIC, .share_bp = 0};
 
+/* A read lock on the usage file's first byte, owned by this open file description (an
+ * OFD lock): the mapping keeps the description, so the lock holds until the process
+ * exits (or while a forked child keeps the mapping). The node runtime tests it
+ * (F_OFD_GETLK) to know that a process of the container lives, which the pids in the
+ * usage file cannot tell from another pid namespace (docs/LIMITER.md, Liveness). Best
+ * effort: without OFD locks (Linux < 3.15) nothing is held. A system call, as stat's. */
+static void hold_liveness_lock(int fd) {
+    struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+    (void)syscall(SYS_fcntl, fd, F_OFD_SETLK, &fl);
+}
+
 static void *map_file(const char *dir, const char *name, int writable, size_t size, int *writable_by_me) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -60,6 +72,7 @@ static void *map_file(const char *dir, const char *name, int writable, size_t si
     if (fstat(fd, &st) == 0 && (size_t)st.st_size >= size) {
         p = mmap(NULL, size, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
         if (p == MAP_FAILED) p = NULL;
+        else if (writable) hold_liveness_lock(fd);
     }
     if (writable_by_me) *writable_by_me = faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) == 0;
     close(fd);
