@@ -32,7 +32,8 @@ from .node_chart import (
     installed_chart,
 )
 from .node_gpu_pods import MIB, get_pod, new_namespace, report, wait_output
-from .node_images import build_workload_image
+from .node_images import WORKLOAD_IMAGE, build_workload_image
+from .node_runtime import ctr
 from .processes import ControlPlaneError
 from .realnode import RealNode
 
@@ -42,16 +43,33 @@ HAMI = ("infer-0", "infer-1", "infer-2")
 """The HAMi pods of ``manifests/flow-pods.yaml``: 3,000 MiB and 40% each."""
 LC = "lc-infer"
 """Its LC pod: 2,000 MiB and 20%, ``resnet50`` with a 200 ms target."""
+IMAGES = ("docker.io/arkgpu/arkgpu:", "registry.k8s.io/kube-scheduler:", WORKLOAD_IMAGE)
+"""The images the chart and the pods run, as containerd names them (without their tags:
+the chart's version and the cluster's)."""
+
+
+def _loaded(node: RealNode) -> set[str]:
+    """Which of :data:`IMAGES` the node's containerd has (an earlier module of the session,
+    ``test_real_node_chart.py``, imports the same builds of this checkout)."""
+    names = ctr(node.paths, "images", "ls", "-q").split()
+    return {image for image in IMAGES if any(n.startswith(image) for n in names)}
 
 
 @pytest.fixture(scope="module")
 def chart(real_node: RealNode, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chart]:
-    """ArkGPU's, kube-scheduler's and the CUDA workload image loaded; the chart installed,
-    every pod Ready; uninstalled at the end."""
+    """ArkGPU's, kube-scheduler's and the CUDA workload image loaded (built and imported only
+    when missing: ArkGPU's takes about 30 s to pack even from its cache); the chart
+    installed, every pod Ready; uninstalled at the end."""
     out = tmp_path_factory.mktemp("flow-images")
-    real_node.import_image(build_arkgpu_image(out / "arkgpu.tar"))
-    real_node.import_image(build_scheduler_image(out / "scheduler.tar", real_node))
-    real_node.import_image(build_workload_image(out))
+    builds = {
+        IMAGES[0]: lambda: build_arkgpu_image(out / "arkgpu.tar"),
+        IMAGES[1]: lambda: build_scheduler_image(out / "scheduler.tar", real_node),
+        IMAGES[2]: lambda: build_workload_image(out),
+    }
+    loaded = _loaded(real_node)
+    for image, build in builds.items():
+        if image not in loaded:
+            real_node.import_image(build())
     with installed_chart(real_node) as installed:
         yield installed
 
