@@ -129,11 +129,14 @@ def test_install_creates_the_dra_objects(release: str, api: k8s.ApiClient) -> No
 def test_driver_account_as_the_api_server_decides(
     release: str, api: k8s.ApiClient, verb: str, resource: str, allowed: bool
 ) -> None:
-    """SubjectAccessReview for the driver's ServiceAccount; also no pods, nodes or secrets."""
+    """SubjectAccessReview for the driver's ServiceAccount; pods only read one at a time
+    (Prepare reads a claim's reserved pods), no nodes or secrets."""
     cases = [(verb, "resource.k8s.io", resource, allowed)]
     if allowed:
         cases += [
-            (verb, "", "pods", False),
+            (verb, "", "pods", verb == "get"),
+            ("list", "", "pods", False),
+            ("update", "", "pods", False),
             (verb, "", "nodes", False),
             ("get", "", "secrets", False),
         ]
