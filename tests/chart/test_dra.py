@@ -85,6 +85,7 @@ def test_driver_configuration_matches_the_mounts(docs: list[Manifest]) -> None:
     assert Path(mounts["regions"]) == config.regions_dir
     assert Path(mounts["preload"]) == config.preload_file.parent == Path(host["preload"])
     assert Path(mounts["host-dev"]) == config.dev_dir  # Prepare's device node checks
+    assert config.host_dev_dir == Path(host["host-dev"])  # the CDI specs' host paths
     assert next(m for m in driver["volumeMounts"] if m["name"] == "host-dev")["readOnly"]
     assert config.library_path.parent == Path(host["library"])
     runtime = tomllib.loads(config_map_file(docs, f"{PREFIX}-dra", "node.toml"))
@@ -169,6 +170,7 @@ def test_custom_directories_and_settings(helm: Path, tmp_path: Path) -> None:
             "enabled": True,
             "kubeletPluginsDir": "/data/kubelet/plugins",
             "kubeletRegistryDir": "/data/kubelet/plugins_registry",
+            "hostDevDir": "/run/nvidia/driver/dev",
             "extraNodeSelector": {"gpu.vendor": "nvidia"},
             "settings": {"cores_step": 10, "resync_s": 30},
         },
@@ -181,7 +183,13 @@ def test_custom_directories_and_settings(helm: Path, tmp_path: Path) -> None:
     assert (config.cores_step, config.resync_s) == (10, 30.0)
     assert config.library_path == Path("/opt/arkgpu/libarkgpu_limiter.so")
     assert config.regions_dir == Path("/var/run/arkgpu")
+    assert (config.dev_dir, config.host_dev_dir) == (
+        Path("/host/dev"),
+        Path("/run/nvidia/driver/dev"),
+    )
     pod = find(docs, "DaemonSet", f"{PREFIX}-dra")["spec"]["template"]["spec"]
+    [dev] = [v["hostPath"]["path"] for v in pod["volumes"] if v["name"] == "host-dev"]
+    assert dev == "/run/nvidia/driver/dev"
     assert pod["nodeSelector"] == {contract.LABEL_NODE_ENABLED: "dra", "gpu.vendor": "nvidia"}
 
 
@@ -190,6 +198,11 @@ def test_custom_directories_and_settings(helm: Path, tmp_path: Path) -> None:
     [
         ({"dra": {"enabled": "yes"}}, "/dra/enabled"),
         ({"dra": {"cdiDir": "cdi"}}, "/dra/cdiDir"),
+        ({"dra": {"hostDevDir": "dev"}}, "/dra/hostDevDir"),
+        (
+            {"dra": {"enabled": True, "settings": {"host_dev_dir": "/x"}}},
+            "dra.settings.host_dev_dir",
+        ),
         ({"dra": {"claimTemplates": {"namespace": "Bad_NS"}}}, "/dra/claimTemplates/namespace"),
         ({"dra": {"enabled": True, "settings": {"cdi_dir": "/x"}}}, "dra.settings.cdi_dir"),
         ({"dra": {"daemonset": {}}}, "daemonset"),

@@ -7,7 +7,8 @@ and tag the chart's default values ask for. The RuntimeClass ``nvidia`` of NVIDI
 runtime (``manifests/nvidia-runtimeclass.yaml``, applied with kubectl), the node
 labelled ``arkgpu.io/gpu=true``, then ``helm install`` with the real helm and the
 values file ``deploy/examples/values/cdi-runtimeclass.yaml``, the commands
-docs/INSTALL.md shows.
+docs/INSTALL.md shows. The DRA tests install it the same way with their own values file
+and node label (``installed_chart``'s arguments, docs/k8s/DRA.md).
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ class Chart:
 
     node: RealNode
     helm: Path
+    components: tuple[str, ...] = COMPONENTS
+    """The parts whose pods run on the node (``app.kubernetes.io/component``)."""
 
     def run(self, *args: str) -> str:
         """``helm args...`` against the node's control plane; its output."""
@@ -95,7 +98,7 @@ def wait_ready(chart: Chart) -> list[dict[str, Any]]:
     while True:
         pods = chart.pods()
         components = {p["metadata"]["labels"].get("app.kubernetes.io/component") for p in pods}
-        if components >= set(COMPONENTS) and all(_ready(p) for p in pods):
+        if components >= set(chart.components) and all(_ready(p) for p in pods):
             return pods
         if time.monotonic() > deadline:
             state = chart.node.kubectl("get", "pods", "-n", NAMESPACE, "-o", "wide")
@@ -105,13 +108,19 @@ def wait_ready(chart: Chart) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def installed_chart(node: RealNode) -> Iterator[Chart]:
-    """The chart installed and every pod Ready; uninstalled on exit unless a test did."""
+def installed_chart(
+    node: RealNode,
+    values: Path = VALUES,
+    label: str = "true",
+    components: tuple[str, ...] = COMPONENTS,
+) -> Iterator[Chart]:
+    """The chart installed with ``values`` on the node labelled ``arkgpu.io/gpu=<label>``, a
+    pod of each of ``components`` and every pod Ready; uninstalled on exit unless a test did."""
     node.kubectl("apply", "-f", str(MANIFESTS / "nvidia-runtimeclass.yaml"))
-    node.kubectl("label", "node", node.name, "arkgpu.io/gpu=true", "--overwrite")
-    chart = Chart(node, build_helm())
+    node.kubectl("label", "node", node.name, f"arkgpu.io/gpu={label}", "--overwrite")
+    chart = Chart(node, build_helm(), components)
     chart.run("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--create-namespace",
-              "-f", str(VALUES))  # fmt: skip
+              "-f", str(values))  # fmt: skip
     try:
         wait_ready(chart)
         yield chart

@@ -1,95 +1,56 @@
-"""ArkGPU's DRA driver serving the real node, as a host process, and pods using its claims.
+"""ArkGPU's DRA driver serving the real node as the chart's pod, and pods using its claims.
 
-``arkgpu dra-driver run`` publishes the node's fake GPUs (fake NVML) in a ResourceSlice
-and registers its kubelet plugin in the real kubelet's plugin registry
-(``<kubelet root>/plugins_registry``); Prepare writes each claim's CDI spec into the
-folder containerd reads (the fake GPU's), naming the fake device nodes by their host
-path (``host_dev_dir``). The GPU driver's libraries and environment, which NVIDIA's
-toolkit adds on a real node, reach the pod as hostPath volumes and env here: the
-claim's CDI device brings the GPU, the region and the limiter (``/etc/ld.so.preload``).
-Its log is ``<node logs>/dra-driver.log``.
+The chart is installed as a user installs it (``node_chart.installed_chart``) with the
+values file :data:`VALUES` and the node labelled ``arkgpu.io/gpu=dra``: its DRA
+DaemonSet's pod (the driver and the node runtime, under NVIDIA's runtime class: the fake
+NVML) publishes the node's fake GPUs in a ResourceSlice and registers its kubelet plugin
+in the real kubelet's plugin registry; Prepare writes each claim's CDI spec into the
+folder containerd reads (the fake GPU's), naming the fake device nodes by their host path
+(``dra.hostDevDir``). The chart also creates the DeviceClass. The GPU driver's libraries
+and environment, which NVIDIA's toolkit adds on a real node, reach the claim pods as
+hostPath volumes and env here: the claim's CDI device brings the GPU, the region and the
+limiter (``/etc/ld.so.preload``).
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-from arkgpu.k8s.dra.config import DRIVER_NAME
-from arkgpu.limiter import native
-
 from .controlplane import REPO
+from .node_chart import NAMESPACE, Chart, installed_chart
 from .node_fakegpu import CONTAINER_LIB_DIR, CONTAINER_STATE_DIR, DRIVER_LIBS
 from .node_gpu_pods import REPORT, wait_output
-from .node_host import DATA_ROOT
 from .realnode import RealNode
 
-DRA_ROOT = DATA_ROOT / "arkgpu-dra"
-REGIONS = DRA_ROOT / "regions"
-REGISTERED_WAIT_S = 120.0
-"""Bound for the slice to be published and the plugin registered (seconds when idle)."""
-
-
-def _config(node: RealNode) -> str:
-    kubelet = node.paths.root / "kubelet"
-    lines = {
-        "node_name": node.name,
-        "kubeconfig": str(node.plane.admin_kubeconfig),
-        "registry_dir": str(kubelet / "plugins_registry"),
-        "plugin_dir": str(kubelet / "plugins" / DRIVER_NAME),
-        "regions_dir": str(REGIONS),
-        "cdi_dir": str(node.gpu.cdi_dir),
-        "dev_dir": str(node.gpu.dev_dir),
-        "host_dev_dir": str(node.gpu.dev_dir),
-        "library_path": str(native.stage(DRA_ROOT / "native") / "libarkgpu_limiter.so"),
-        "preload_file": str(DRA_ROOT / "ld.so.preload"),
-    }
-    return "".join(f"{k} = {json.dumps(v)}\n" for k, v in lines.items()) + "resync_s = 1\n"
-
-
-def _ready(node: RealNode) -> bool:
-    """The slice is published and the registration socket is in the kubelet's registry
-    (the kubelet's watcher registers it; a Prepare before that is retried by the kubelet)."""
-    slices = node.kubectl("get", "resourceslices", "-o", "name")
-    registry = node.paths.root / "kubelet" / "plugins_registry"
-    return f"{node.name}-{DRIVER_NAME}" in slices and any(registry.glob(f"{DRIVER_NAME}*"))
+VALUES = REPO / "deploy" / "examples" / "values" / "dra-cdi-runtimeclass.yaml"
+LABEL = "dra"
+"""The node label value that selects the chart's DRA DaemonSet."""
+COMPONENTS = ("scheduler", "extender", "webhook", "dra")
+"""The chart's parts that run pods with DRA (the device plugin's DaemonSet does not)."""
+REGIONS = Path("/run/arkgpu/regions")
+"""The chart's regions folder (values.yaml: node.regionsDir)."""
+DRA_SELECTOR = "app.kubernetes.io/component=dra"
 
 
 @contextmanager
-def serving_dra_driver(node: RealNode) -> Iterator[None]:
-    """The DeviceClass, and the driver until stopped (SIGTERM) on exit."""
-    deviceclass = REPO / "deploy" / "dra" / "deviceclass.yaml"
-    node.kubectl("apply", "-f", str(deviceclass))
-    REGIONS.mkdir(parents=True, exist_ok=True)
-    config = DRA_ROOT / "dra.toml"
-    config.write_text(_config(node), encoding="utf-8")
-    env = native.container_env(None, node.gpu.state_dir / "state", preload=False)
-    env.update(node.gpu.env, FAKEGPU_STATE=str(node.gpu.state_dir / "state"))
-    log = node.paths.logs / "dra-driver.log"
-    with log.open("wb") as out:
-        driver = subprocess.Popen(
-            [sys.executable, "-m", "arkgpu", "dra-driver", "run", "--config", str(config)],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+def chart_with_dra(node: RealNode) -> Iterator[Chart]:
+    """The chart installed with :data:`VALUES`, every pod Ready (the DRA pod under its
+    probes: ``/readyz`` answers once the slice is published and the kubelet registered the
+    plugin); uninstalled on exit unless a test did."""
+    with installed_chart(node, VALUES, LABEL, COMPONENTS) as chart:
+        yield chart
+
+
+def driver_log(node: RealNode) -> str:
+    """The end of the DRA driver container's log (a diagnostic)."""
     try:
-        deadline = time.monotonic() + REGISTERED_WAIT_S
-        while not _ready(node):
-            tail = log.read_text()[-3000:]
-            assert driver.poll() is None, f"the DRA driver exited:\n{tail}"
-            assert time.monotonic() < deadline, f"the DRA driver never became ready:\n{tail}"
-            time.sleep(0.5)
-        yield
-    finally:
-        driver.terminate()
-        driver.wait(timeout=30)
-        node.kubectl("delete", "-f", str(deviceclass), "--ignore-not-found")
+        args = ("logs", "-n", NAMESPACE, "-l", DRA_SELECTOR, "-c", "dra-driver", "--tail=40")
+        return node.kubectl(*args)
+    except Exception as failed:  # the log is a diagnostic only
+        return str(failed)
 
 
 def claim_pod(name: str, node: RealNode, image: str, claim: dict[str, str]) -> dict[str, Any]:
@@ -139,5 +100,5 @@ def output(node: RealNode, namespace: str, pod: str, lines: int) -> list[str]:
             logs = node.kubectl("logs", pod, "-n", namespace)
         except Exception as failed:  # the log is a diagnostic only
             logs = str(failed)
-        driver = (node.paths.logs / "dra-driver.log").read_text()[-1500:]
+        driver = driver_log(node)
         raise AssertionError(f"{exc}\ncontainer log:\n{logs}\ndriver log:\n{driver}") from None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from . import node_chart, node_iptables, nvidia_runtime, pki
+from . import node_chart, node_dra, node_iptables, nvidia_runtime, pki
 from .controlplane import REPO
 
 KUBELET_SAVE = """\
@@ -123,5 +123,17 @@ def test_install_md_shows_the_values_and_manifests_the_chart_test_uses() -> None
     for manifest in ("nvidia-runtimeclass.yaml", "hami-pod.yaml"):
         path = (node_chart.MANIFESTS / manifest).relative_to(REPO)
         assert f"kubectl apply {'-n <namespace> ' if 'hami' in manifest else ''}-f {path}" in text
+    assert f"helm install {node_chart.RELEASE} deploy/helm/arkgpu" in text
+    assert f"--namespace {node_chart.NAMESPACE} --create-namespace" in text
+
+
+def test_dra_md_shows_the_values_and_label_the_dra_chart_test_uses() -> None:
+    """docs/k8s/DRA.md's commands for the real-node DRA install name the values file, node
+    label and manifest the DRA test uses (``node_dra``)."""
+    text = (REPO / "docs" / "k8s" / "DRA.md").read_text(encoding="utf-8")
+    assert f"-f {node_dra.VALUES.relative_to(REPO)}" in text
+    assert f"kubectl label node <gpu-node> arkgpu.io/gpu={node_dra.LABEL} --overwrite" in text
+    runtimeclass = (node_chart.MANIFESTS / "nvidia-runtimeclass.yaml").relative_to(REPO)
+    assert f"kubectl apply -f {runtimeclass}" in text
     assert f"helm install {node_chart.RELEASE} deploy/helm/arkgpu" in text
     assert f"--namespace {node_chart.NAMESPACE} --create-namespace" in text

@@ -1,9 +1,11 @@
-"""Issue 32 on the DRA path, on the real node: a ``firstAvailable`` claim, a claim for two
-devices, and a container given two claims, prepared by ArkGPU's DRA driver for the real
-kubelet.
+"""Issues 31 and 32 on the DRA path, on the real node: ArkGPU's DRA driver as the chart's
+pod, Ready under its probes; a ``firstAvailable`` claim, a claim for two devices, and a
+container given two claims, prepared by it for the real kubelet; ``helm uninstall``
+leaves no region, CDI spec or plugin socket of the driver.
 
-One node and one driver for the module (``node_dra``: a host process registered in the
-kubelet's plugin registry, the claims' CDI specs read by containerd); kube-scheduler
+One node and one chart install for the module (``node_dra``: the chart's DRA DaemonSet,
+its plugin registered in the kubelet's plugin registry, the claims' CDI specs read by
+containerd; the values file deploy/examples/values/dra-cdi-runtimeclass.yaml); kube-scheduler
 allocates the claims from the driver's ResourceSlice, kube-controller-manager makes the
 claim of a template. Each case asserts the allocation, the region and CDI device of each
 request on the node (one per main request: what one container is given), and the limits
@@ -20,33 +22,106 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from arkgpu.k8s.dra.config import DRIVER_NAME
 from arkgpu.limiter.region import read_limits
 
-from .node_dra import REGIONS, claim_pod, output, serving_dra_driver
+from .node_chart import NAMESPACE, RELEASE, Chart, build_arkgpu_image, build_scheduler_image
+from .node_dra import DRA_SELECTOR, REGIONS, VALUES, chart_with_dra, claim_pod, output
 from .node_gpu_pods import MIB, apply_all, get_pod, new_namespace, report
 from .node_images import build_workload_image
 from .node_pods import POD_WAIT_S
 from .realnode import RealNode
 
 IMAGE = "arkgpu.local/e2e-cuda-dra:test"
+DRA_PORT = 9404
+"""The DRA driver's metrics and probe port (values.yaml: dra.metricsPort)."""
+CLEANUP_WAIT_S = 240.0
+"""Bound for the kubelet to unprepare the claims of deleted pods (its driver calls) and for
+the release's pods to be gone after ``helm uninstall`` (seconds when idle); load 8."""
+SLICE_WIPE_WAIT_S = 150.0
+"""Bound for the driver's ResourceSlice to be gone after its pod: the driver deletes it at
+SIGTERM unless ``helm uninstall`` removed its RBAC first; then the kubelet does, 30 s
+(its wiping delay) after the plugin's socket went; room for a load of 8."""
+SETUP_TIMEOUT_S = 900
+"""pytest-timeout of the module's first case, which runs its set-up: the node's start (when
+no module before started it), ArkGPU's image (~35 s when cached, minutes when not), the
+scheduler's and workload images and the chart Ready (~30 s idle, up to READY_WAIT_S)."""
+
+
+def _values_match_the_node(node: RealNode) -> None:
+    """The values file names the test node's folders (a moved harness folder fails here)."""
+    dra = yaml.safe_load(VALUES.read_text(encoding="utf-8"))["dra"]
+    kubelet = node.paths.root / "kubelet"
+    assert Path(dra["kubeletRegistryDir"]) == kubelet / "plugins_registry", dra
+    assert Path(dra["kubeletPluginsDir"]) == kubelet / "plugins", dra
+    assert (Path(dra["cdiDir"]), Path(dra["hostDevDir"])) == (node.gpu.cdi_dir, node.gpu.dev_dir)
 
 
 @pytest.fixture(scope="module")
-def node(real_node: RealNode, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNode]:
-    """The node with the workload image and ArkGPU's DRA driver serving it."""
-    real_node.import_image(build_workload_image(tmp_path_factory.mktemp("images"), IMAGE))
-    with serving_dra_driver(real_node):
-        yield real_node
+def chart(real_node: RealNode, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chart]:
+    """ArkGPU's image, kube-scheduler's and the workload image loaded; the chart installed
+    with the DRA values, every pod Ready; uninstalled at the end unless a test did."""
+    _values_match_the_node(real_node)
+    out = tmp_path_factory.mktemp("dra-images")
+    real_node.import_image(build_arkgpu_image(out / "arkgpu.tar"))
+    real_node.import_image(build_scheduler_image(out / "scheduler.tar", real_node))
+    real_node.import_image(build_workload_image(out, IMAGE))
+    with chart_with_dra(real_node) as installed:
+        yield installed
+
+
+@pytest.fixture(scope="module")
+def node(chart: Chart) -> RealNode:
+    """The node ArkGPU's DRA driver serves."""
+    return chart.node
+
+
+@pytest.fixture(scope="module")
+def made() -> list[str]:
+    """The namespaces the module's cases made (the uninstall case waits until they are gone)."""
+    return []
 
 
 @pytest.fixture
-def namespace(node: RealNode) -> Iterator[str]:
+def namespace(node: RealNode, made: list[str]) -> Iterator[str]:
     """A fresh namespace, deleted (without waiting) after the case."""
     name = new_namespace(node)
+    made.append(name)
     yield name
     node.kubectl("delete", "namespace", name, "--wait=false")
+
+
+@pytest.mark.timeout(SETUP_TIMEOUT_S)
+def test_the_dra_pod_is_ready_under_its_probes(chart: Chart) -> None:
+    """The chart's DRA pod runs on the node labelled ``arkgpu.io/gpu=dra``: the driver's and
+    the node runtime's containers have liveness and readiness probes (the driver's on its
+    port 9404) and are Ready (the real kubelet ran them); the driver's ``/readyz``, through
+    the API server's proxy, answers; its slice is published and its registration socket
+    is in the kubelet's registry."""
+    node = chart.node
+    got = node.kubectl("get", "pods", "-n", NAMESPACE, "-l", DRA_SELECTOR, "-o", "json")
+    [pod] = json.loads(got)["items"]
+    assert pod["spec"]["nodeName"] == node.name
+    containers = {c["name"]: c for c in pod["spec"]["containers"]}
+    assert set(containers) == {"dra-driver", "node-runtime"}
+    for spec in containers.values():
+        assert {"livenessProbe", "readinessProbe"} <= set(spec), spec["name"]
+    ports = containers["dra-driver"]["ports"]
+    assert [(p["name"], p["containerPort"]) for p in ports] == [("dra-metrics", DRA_PORT)]
+    assert all(s["ready"] for s in pod["status"]["containerStatuses"]), pod["status"]
+    name = pod["metadata"]["name"]
+    proxy = f"/api/v1/namespaces/{NAMESPACE}/pods/{name}:{DRA_PORT}/proxy"
+    assert node.kubectl("get", "--raw", f"{proxy}/readyz").strip() == "ok"
+    assert f"{node.name}-{DRIVER_NAME}" in _slices(node)
+    registry = node.paths.root / "kubelet" / "plugins_registry"
+    assert any(registry.glob(f"{DRIVER_NAME}*")), list(registry.iterdir())
+
+
+def _slices(node: RealNode) -> str:
+    """The names of the published ResourceSlices."""
+    return node.kubectl("get", "resourceslices", "-o", "name")
 
 
 def _request(memory: str, cores: str, **more: Any) -> dict[str, Any]:
@@ -210,3 +285,49 @@ def test_a_container_given_two_claims_is_refused_with_the_reason_in_its_events(
         time.sleep(1.0)
     statuses = get_pod(node, namespace, "greedy")["status"].get("containerStatuses") or []
     assert not any("running" in s.get("state", {}) for s in statuses), statuses
+
+
+def _left(node: RealNode) -> dict[str, list[str]]:
+    """What of the driver is on the node: claim regions, its CDI specs, plugin sockets."""
+    kubelet = node.paths.root / "kubelet"
+    plugins = kubelet / "plugins" / DRIVER_NAME
+    return {
+        "regions": sorted(p.name for p in REGIONS.glob("dra-*")),
+        "cdi": sorted(p.name for p in node.gpu.cdi_dir.glob("arkgpu-dra-*")),
+        "sockets": sorted(
+            str(p)
+            for folder in (kubelet / "plugins_registry", plugins)
+            if folder.exists()
+            for p in folder.iterdir()
+            if p.is_socket()
+        ),
+    }
+
+
+def test_helm_uninstall_leaves_no_region_cdi_spec_or_plugin_socket(
+    chart: Chart, made: list[str]
+) -> None:
+    """Once the cases' namespaces are gone (the kubelet unprepared their claims: the driver
+    removed their regions and CDI specs), ``helm uninstall``: the release's pods are gone,
+    no claim region is in the regions folder, no CDI spec of the driver in the CDI folder,
+    no socket in the kubelet's plugins_registry or the driver's plugins folder, and the
+    driver's ResourceSlice goes (deleted by the driver, or by the kubelet once the plugin
+    is gone for its wiping delay)."""
+    node = chart.node
+    for name in made:
+        node.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=true",
+                     timeout_s=CLEANUP_WAIT_S)  # fmt: skip
+    deadline = time.monotonic() + CLEANUP_WAIT_S
+    while _left(node)["regions"] or _left(node)["cdi"]:
+        assert time.monotonic() < deadline, _left(node)
+        time.sleep(1.0)
+    chart.run("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait")
+    deadline = time.monotonic() + CLEANUP_WAIT_S
+    while chart.pods():
+        assert time.monotonic() < deadline, [p["metadata"]["name"] for p in chart.pods()]
+        time.sleep(1.0)
+    assert _left(node) == {"regions": [], "cdi": [], "sockets": []}
+    deadline = time.monotonic() + SLICE_WIPE_WAIT_S
+    while f"{node.name}-{DRIVER_NAME}" in _slices(node):
+        assert time.monotonic() < deadline, "the driver's ResourceSlice was never removed"
+        time.sleep(1.0)

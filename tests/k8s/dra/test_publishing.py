@@ -5,8 +5,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from arkgpu.k8s.contract import InventoryGpu
-from arkgpu.k8s.dra.publishing import DEVICES_HASH, Publisher
+from arkgpu.k8s.dra.publishing import DEVICES_HASH, KubernetesSlices, Publisher, SliceRefusedError
+from arkgpu.k8s.dra.serving import withdraw
 from arkgpu.k8s.dra.slices import devices
 
 
@@ -82,3 +85,32 @@ def test_withdraw_deletes_the_slice_and_tolerates_it_gone() -> None:
     publisher.withdraw()
     publisher.withdraw()
     assert api.objects == {}
+
+
+def _refusing_slices(status: int) -> KubernetesSlices:
+    """The real adapter whose DELETE the API server answers with ``status``."""
+    from kubernetes import client  # noqa: PLC0415 (the k8s extra)
+
+    slices = KubernetesSlices(client.ApiClient())
+
+    def delete(name: str, **_: Any) -> None:
+        raise client.ApiException(status=status, reason="Forbidden" if status == 403 else "")
+
+    slices._api.delete_resource_slice = delete  # the API server's answer
+    return slices
+
+
+def test_a_refused_delete_is_slice_refused_and_a_missing_slice_is_fine() -> None:
+    """A 403 (the driver's RBAC gone before it, as ``helm uninstall`` does) is the one-line
+    :class:`SliceRefusedError`, not the client's exception; a 404 is no error."""
+    with pytest.raises(SliceRefusedError, match=r"^403 Forbidden$"):
+        _refusing_slices(403).delete("n1-gpu.arkgpu.io")
+    _refusing_slices(404).delete("n1-gpu.arkgpu.io")
+
+
+def test_withdraw_at_exit_says_a_refusal_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """The driver stopping with its delete refused says so in one line naming the slice and
+    the reason, and returns (the kubelet wipes the slice): no internal error."""
+    withdraw(Publisher(_refusing_slices(403), "n1", "gpu.arkgpu.io"))
+    [line] = capsys.readouterr().err.splitlines()
+    assert "could not delete n1-gpu.arkgpu.io (403 Forbidden)" in line

@@ -25,6 +25,10 @@ DEVICES_HASH = "dra.arkgpu.io/devices-sha256"
 """Annotation on our slice: SHA-256 of the device list it was written from."""
 
 
+class SliceRefusedError(Exception):
+    """The API server refused to delete the slice (one line: its status and reason)."""
+
+
 class SliceApi(Protocol):
     """The publisher's side of the API server."""
 
@@ -41,7 +45,7 @@ class SliceApi(Protocol):
         ...
 
     def delete(self, name: str) -> None:
-        """Delete a slice; no error when it is gone."""
+        """Delete a slice; no error when it is gone, :class:`SliceRefusedError` when refused."""
         ...
 
 
@@ -126,9 +130,9 @@ class KubernetesSlices:
         self._api.replace_resource_slice(name, body, _preload_content=False)
 
     def delete(self, name: str) -> None:
-        """DELETE the slice; a 404 is fine."""
+        """DELETE the slice; a 404 is fine, any other refusal is :class:`SliceRefusedError`."""
         try:
             self._api.delete_resource_slice(name, _preload_content=False)
         except self._exception as exc:
             if exc.status != 404:
-                raise
+                raise SliceRefusedError(f"{exc.status} {exc.reason}") from exc

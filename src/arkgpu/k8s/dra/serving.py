@@ -4,8 +4,10 @@ At start: the GPUs are discovered, half-built regions of a plugin killed mid-Pre
 are removed (:meth:`Preparer.recover`), the kubelet plugin starts (when
 ``kubelet_plugin``), and the slice is published. Every ``resync_s`` the GPUs are
 scanned again and the slice updated when they changed. On SIGTERM the plugin stops
-and the slice is deleted (``delete_on_exit``); prepared regions stay for the pods
-that use them.
+and the slice is deleted (``delete_on_exit``; when the API server refuses, as after
+``helm uninstall`` removed the driver's RBAC first, one line says so and the kubelet
+deletes the slice once the plugin is gone for its wiping delay, 30 s); prepared regions
+stay for the pods that use them.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from arkgpu.k8s.contract import InventoryGpu
 from arkgpu.k8s.dra.config import DraConfig
 from arkgpu.k8s.dra.health import DriverState
 from arkgpu.k8s.dra.ordering import ClaimLoads, ordered
-from arkgpu.k8s.dra.publishing import KubernetesSlices, Publisher
+from arkgpu.k8s.dra.publishing import KubernetesSlices, Publisher, SliceRefusedError
 from arkgpu.k8s.dra.slices import devices, mig_message
 from arkgpu.k8s.gpus import AssumedGpus, GpuSource, NvmlGpus
 
@@ -131,9 +133,19 @@ def serve(config: DraConfig) -> int:
         if server is not None:
             server.stop(5).wait()
     if config.delete_on_exit:
-        publisher.withdraw()
-        _say(f"deleted {publisher.name}")
+        withdraw(publisher)
     return 0
+
+
+def withdraw(publisher: Publisher) -> None:
+    """Delete the slice at exit; a refusal is one line, not an error (the driver is
+    stopping, and the kubelet deletes the slices of a plugin gone for 30 s)."""
+    try:
+        publisher.withdraw()
+    except SliceRefusedError as exc:
+        _say(f"could not delete {publisher.name} ({exc}); the kubelet deletes it 30 s after")
+        return
+    _say(f"deleted {publisher.name}")
 
 
 def _resync(
