@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from .node_chart import MANIFESTS, NAMESPACE, Chart
+from .node_gpu_pods import new_namespace
 from .node_pods import POD_WAIT_S, apply_manifest
 from .realnode import RealNode
 
@@ -27,14 +27,8 @@ COMPONENT = "app.kubernetes.io/component"
 
 
 def namespace(node: RealNode) -> str:
-    """A fresh namespace, once its ``default`` ServiceAccount exists."""
-    name = f"chart-{uuid.uuid4().hex[:8]}"
-    node.kubectl("create", "namespace", name)
-    deadline = time.monotonic() + POD_WAIT_S
-    while "default" not in node.kubectl("get", "serviceaccounts", "-n", name, "-o", "name"):
-        assert time.monotonic() < deadline, "no default ServiceAccount"
-        time.sleep(0.5)
-    return name
+    """A fresh namespace ``chart-<hex>``, once its ``default`` ServiceAccount exists."""
+    return new_namespace(node, "chart")
 
 
 def apply(node: RealNode, ns: str, manifest: str) -> None:

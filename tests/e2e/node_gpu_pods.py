@@ -79,13 +79,16 @@ def gpu_pod(
     }
 
 
-def new_namespace(node: RealNode) -> str:
-    """A fresh namespace, once its ``default`` ServiceAccount exists."""
-    namespace = f"cases-{uuid.uuid4().hex[:8]}"
+def new_namespace(node: RealNode, prefix: str = "cases") -> str:
+    """A fresh namespace ``<prefix>-<hex>``, once kube-controller-manager has created its
+    ``default`` ServiceAccount."""
+    namespace = f"{prefix}-{uuid.uuid4().hex[:8]}"
     node.kubectl("create", "namespace", namespace)
     deadline = time.monotonic() + POD_WAIT_S
     while "default" not in node.kubectl("get", "serviceaccounts", "-n", namespace, "-o", "name"):
-        assert time.monotonic() < deadline, "no default ServiceAccount"
+        assert time.monotonic() < deadline, (
+            "no default ServiceAccount: is kube-controller-manager up?"
+        )
         time.sleep(0.5)
     return namespace
 

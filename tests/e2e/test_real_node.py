@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from .node_cdi_plugin import serving_cdi_plugin
+from .node_gpu_pods import new_namespace
 from .node_images import WORKLOAD_IMAGE, build_workload_image
 from .node_pods import POD_WAIT_S, apply_manifest, wait_succeeded
 from .realnode import RealNode
@@ -43,15 +43,7 @@ def cdi_node(
 def node_namespace(cdi_node: tuple[RealNode, str]) -> str:
     """A fresh namespace; kube-controller-manager creates its ``default`` ServiceAccount."""
     node, _ = cdi_node
-    name = f"rn-{uuid.uuid4().hex[:8]}"
-    node.kubectl("create", "namespace", name)
-    deadline = time.monotonic() + POD_WAIT_S
-    while "default" not in node.kubectl("get", "serviceaccounts", "-n", name, "-o", "name"):
-        assert time.monotonic() < deadline, (
-            "no default ServiceAccount: is kube-controller-manager up?"
-        )
-        time.sleep(0.5)
-    return name
+    return new_namespace(node, "rn")
 
 
 def _allocatable(node: RealNode, resource: str) -> int:

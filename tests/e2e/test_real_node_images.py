@@ -15,7 +15,6 @@ import json
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from arkgpu.k8s.contract import AssignedGpu, PodAssignment
 
 from .controlplane import REPO
 from .node_arkgpu import serving_arkgpu_plugin
+from .node_gpu_pods import new_namespace
 from .node_pods import POD_WAIT_S, apply_manifest, wait_succeeded
 from .realnode import RealNode
 
@@ -100,23 +100,13 @@ def _pod(node: RealNode, name: str, image: str, args: list[str]) -> dict[str, An
     }
 
 
-def _namespace(node: RealNode) -> str:
-    name = f"img-{uuid.uuid4().hex[:8]}"
-    node.kubectl("create", "namespace", name)
-    deadline = time.monotonic() + POD_WAIT_S
-    while "default" not in node.kubectl("get", "serviceaccounts", "-n", name, "-o", "name"):
-        assert time.monotonic() < deadline, "no default ServiceAccount"
-        time.sleep(0.5)
-    return name
-
-
 def test_the_cuda_program_image_sees_its_cap_and_is_refused_past_it(
     images_node: tuple[RealNode, str, str], tmp_path: Path
 ) -> None:
     """The CUDA program image (Debian's glibc, no driver of its own) in a real container:
     the memory query reports 3,000 MiB; 3,001 MiB is refused as out of memory."""
     node, _, cuda = images_node
-    namespace = _namespace(node)
+    namespace = new_namespace(node, "img")
     apply_manifest(node, namespace, _pod(node, "info", cuda, ["info"]), tmp_path)
     assert json.loads(wait_succeeded(node, namespace, "info")) == {
         "free_mib": CAP_MIB,
@@ -152,7 +142,7 @@ def test_the_be_workload_in_the_arkgpu_image_runs_at_its_share(
     """``arkgpu workload be`` in ArkGPU's image, as the chart's user with a read-only root:
     over 5 s its busy share is 30 ± 3%."""
     node, arkgpu, _ = images_node
-    namespace = _namespace(node)
+    namespace = new_namespace(node, "img")
     args = ["workload", "be", "--seconds", "5", "--kernel-us", "2000"]
     apply_manifest(node, namespace, _pod(node, "be", arkgpu, args), tmp_path)
     report = json.loads(wait_succeeded(node, namespace, "be"))
