@@ -76,8 +76,10 @@ node:
 helm:
 	bash scripts/build-helm.sh
 
-unit: $(TEST_STAMP) native browser control-plane node
-	ARKGPU_E2E=1 $(BIN)/pytest -q -p no:cacheprovider
+# Two lanes side by side (scripts/test-lanes.sh): the real-node tier in one pytest, the rest
+# in another. helm is built here, before the lanes start, so that they never build it at once.
+unit: $(TEST_STAMP) native browser control-plane node helm
+	ARKGPU_E2E=1 bash scripts/test-lanes.sh $(BIN)/pytest -q -p no:cacheprovider
 
 # The limiter tests again against the ASan+UBSan build (native/build-asan;
 # ThreadSanitizer: `make -C src/arkgpu/limiter/native tsan`, docs/LIMITER.md).
