@@ -61,8 +61,9 @@ SHARE = 0.30
 PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 """node.kubeletDevicePluginsDir: the kubelet's own socket and the plugins'."""
 REGION_GC_WAIT_S = 240.0
-"""Bound for the device plugin to remove the regions of deleted pods: its default
-``region_grace_s`` (60 s) after the last write, then its next scan; room for a load of 8."""
+"""Bound for the device plugin to remove the regions of deleted pods: its next scan (every
+10 s) once the kubelet has been up for ``region_grace_s`` (60 s; the module killed it); room
+for a load of 8."""
 UNINSTALL_WAIT_S = 180.0
 """Bound for the release's pods to be gone after ``helm uninstall`` (seconds when idle)."""
 METRICS_PORT = 9402
@@ -299,8 +300,9 @@ def test_a_pod_reaches_the_api_server_through_the_kubernetes_service(
 
 
 def test_helm_uninstall_leaves_the_node_as_it_was(chart: Chart) -> None:
-    """Once the GPU pods are gone and the device plugin removed their regions (after its
-    ``region_grace_s``, 60 s by default), ``helm uninstall``: the release's pods are gone, no
+    """Once the GPU pods are gone and the device plugin removed their regions (at its next
+    scan once the kubelet has been up for ``region_grace_s``, 60 s by default), ``helm
+    uninstall``: the release's pods are gone, no
     region is left in the regions folder, nothing is mounted under the chart's host paths,
     and no plugin socket but the kubelet's own is in its device-plugins folder."""
     deadline = time.monotonic() + REGION_GC_WAIT_S

@@ -4,6 +4,7 @@ which regions the collection removes (pure code over a temporary folder)."""
 from __future__ import annotations
 
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from arkgpu.k8s.deviceplugin.containers import (
     stale_regions,
     write_preload_file,
 )
+from arkgpu.k8s.deviceplugin.plugin import kubelet_up_s
 from arkgpu.limiter.region import Limits, read_limits
 
 
@@ -66,6 +68,43 @@ def test_only_unheld_plugin_regions_past_the_grace_are_stale(tmp_path: Path) -> 
         os.utime(tmp_path / name, (old, old))
     found = stale_regions(tmp_path, {"dev-held"}, 60.0)
     assert [f.name for f in found] == ["dev-free"]
+
+
+def test_a_settled_region_no_container_holds_is_stale_at_once_under_a_settled_kubelet(
+    tmp_path: Path,
+) -> None:
+    """A region whose container started (``pod.json``) and that no container holds goes at
+    the next scan, however fresh its folder; a held one and a fresh unsettled one stay."""
+    limits, pod = Limits((1 << 30,), share_bp=3000), {"kind": "be", "pod_uid": "u"}
+    for name in ("dev-gone", "dev-held"):
+        settle_region(open_region(tmp_path, name, 1), limits, pod)
+    open_region(tmp_path, "dev-starting", 1)
+    found = stale_regions(tmp_path, {"dev-held"}, 60.0, kubelet_up_s=61.0)
+    assert [f.name for f in found] == ["dev-gone"]
+
+
+def test_no_settled_region_is_stale_while_the_kubelet_is_young(tmp_path: Path) -> None:
+    """A kubelet up for less than the grace may not list its pods yet: a settled region is
+    kept, however old, until the kubelet has been up for the grace."""
+    region = open_region(tmp_path, "dev-x", 1)
+    settle_region(region, Limits((1 << 30,), share_bp=3000), {"kind": "be", "pod_uid": "u"})
+    old = time.time() - 1000
+    os.utime(region, (old, old))
+    assert stale_regions(tmp_path, set(), 60.0, kubelet_up_s=5.0) == []
+    assert stale_regions(tmp_path, set(), 60.0, kubelet_up_s=0.0) == []
+    assert [f.name for f in stale_regions(tmp_path, set(), 60.0, kubelet_up_s=60.5)] == ["dev-x"]
+
+
+def test_the_kubelet_is_up_since_its_socket_was_made(tmp_path: Path) -> None:
+    """``kubelet_up_s``: 0 without a socket; the socket's age otherwise."""
+    path = tmp_path / "kubelet.sock"
+    assert kubelet_up_s(path) == 0.0
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(path))
+        assert 0.0 <= kubelet_up_s(path) < 30.0
+        old = time.time() - 500
+        os.utime(path, (old, old))
+        assert 490.0 < kubelet_up_s(path) < 530.0
 
 
 def test_a_region_allocated_again_is_closed_and_without_the_old_pod(tmp_path: Path) -> None:

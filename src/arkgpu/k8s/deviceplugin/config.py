@@ -58,8 +58,11 @@ class DevicePluginConfig:
     """CDI kind of the GPUs when ``device_list_strategy`` is ``cdi`` (default
     nvidia.com/gpu, what nvidia-ctk generates)."""
     region_grace_s: float = 60.0
-    """A region no container holds (per PodResources) is removed once it is older than
-    this, seconds (default 60: the kubelet records an allocation just after Allocate)."""
+    """Seconds (default 60). A region no container holds (per PodResources) is removed at
+    the next scan once its pod's container has started (it has ``pod.json``) and the kubelet
+    has been up this long (a kubelet just started may list no pod yet); a region whose
+    container never started, once it is this old (the kubelet records an allocation just
+    after Allocate)."""
     split_count: int = 10
     """Virtual devices advertised per healthy GPU (default 10): how many containers may
     share one GPU, as HAMi's ``deviceSplitCount``."""

@@ -22,6 +22,7 @@ The container gets:
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import time
@@ -123,17 +124,28 @@ def container_response(
     return pb.ContainerAllocateResponse(envs=envs, mounts=mounts, devices=devices)
 
 
-def stale_regions(regions_dir: Path, held: set[str], grace_s: float) -> list[Path]:
-    """The plugin's regions no container holds, older than ``grace_s`` (``held``: the region
-    keys of every container's devices, listed after the regions were)."""
+def stale_regions(
+    regions_dir: Path, held: set[str], grace_s: float, kubelet_up_s: float = math.inf
+) -> list[Path]:
+    """The plugin's regions no container holds (``held``: the region keys of every
+    container's devices, listed after the regions were).
+
+    A settled region (with ``pod.json``: PreStartContainer ran, so the kubelet had recorded
+    the allocation) is stale at once, but only once the kubelet has been up (``kubelet_up_s``)
+    for ``grace_s``: a kubelet that has just started may list no pod yet. A region not
+    settled (Allocate made it; the kubelet may not have recorded it yet) is stale once its
+    folder is older than ``grace_s``.
+    """
     now = time.time()
     found = []
     for folder in sorted(regions_dir.glob(f"{REGION_PREFIX}*/")):
         try:
             age = now - folder.stat().st_mtime
+            settled = (folder / POD_FILE).is_file()
         except OSError:
             continue
-        if folder.name not in held and age > grace_s:
+        old_enough = kubelet_up_s > grace_s if settled else age > grace_s
+        if folder.name not in held and old_enough:
             found.append(folder)
     return found
 

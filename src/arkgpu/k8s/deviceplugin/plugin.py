@@ -48,6 +48,15 @@ WORKERS = 8
 """gRPC worker threads: one per open ListAndWatch stream, the rest for the other calls."""
 
 
+def kubelet_up_s(socket: Path) -> float:
+    """Seconds since the kubelet made its registration socket (0 when there is none)."""
+    try:
+        made = socket.stat().st_mtime
+    except OSError:
+        return 0.0
+    return max(0.0, time.time() - made)
+
+
 def identity(path: Path) -> tuple[int, int] | None:
     """Which file is at ``path`` (inode and change time), None when nothing is."""
     try:
@@ -142,7 +151,8 @@ class DevicePlugin:
         (kept while the kubelet does not answer); see :func:`stale_regions`."""
         if not self.config.regions_dir.is_dir():
             return
-        listed = stale_regions(self.config.regions_dir, set(), self.config.region_grace_s)
+        up_s = kubelet_up_s(self.config.kubelet_socket)
+        listed = stale_regions(self.config.regions_dir, set(), self.config.region_grace_s, up_s)
         if not listed:
             return
         try:
