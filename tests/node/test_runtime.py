@@ -182,6 +182,27 @@ def test_a_pod_on_two_gpus_is_held_on_both(tmp_path: Path, predictor: Predictor)
     assert read_limits(be).share_bp == 7000
 
 
+def test_a_share_change_keeps_the_caps_of_every_gpu_of_the_container(
+    tmp_path: Path, predictor: Predictor
+) -> None:
+    """An elastic BE container on GPUs 0 and 1 (a two-device DRA request: 2 and 3 GiB): the
+    runtime writes its new share and the first GPU's cap from pod.json, and keeps the second
+    GPU's cap as the driver wrote it (it once wrote a single cap, dropping the second)."""
+    spec = replace(BE, name="two", gpus=(0, 1), memory_mib=2048)
+    region = create_region(tmp_path / "two", Limits((2048 << 20, 3072 << 20), 2000))
+    write_pod(region, spec)
+    attach(region / USAGE_FILE, os.getpid())
+    config = NodeConfig(regions_dir=tmp_path, nvml=False, scan_every=1)
+    controller = NodeController(ShareSizer(predictor), ControlConfig(config.adjustment))
+    runtime = NodeRuntime(config, controller, [0, 1])
+    runtime.start()
+    for _ in range(3):
+        runtime.tick()
+    limits = read_limits(region)
+    assert limits.share_bp == 10_000
+    assert limits.memory_bytes == (2048 << 20, 3072 << 20)
+
+
 def test_a_container_is_named_by_its_pod_when_pod_json_says_so(
     tmp_path: Path, predictor: Predictor, capsys: pytest.CaptureFixture[str]
 ) -> None:

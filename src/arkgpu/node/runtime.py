@@ -193,8 +193,12 @@ class NodeRuntime:
         if entry is container.decided or entry == container.decided:  # in force already
             return
         container.decided = entry
+        decided = limits_for(entry)  # the first GPU's cap; the others' stay as written
         limits = replace(
-            limits_for(entry), mode=container.limits.mode, burst_us=container.limits.burst_us
+            decided,
+            memory_bytes=decided.memory_bytes[:1] + container.limits.memory_bytes[1:],
+            mode=container.limits.mode,
+            burst_us=container.limits.burst_us,
         )
         if entry.lenders != container.lenders:
             self._link(container, entry.lenders)
