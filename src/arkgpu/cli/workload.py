@@ -14,6 +14,9 @@
 
 Both run where ``ARKGPU_REGION_DIR`` and the fake driver's environment are set
 (:meth:`arkgpu.limiter.containers.FakeContainer.env`), or take ``--region``.
+Both end early on SIGTERM (the kubelet stopping the pod; PID 1 of a container
+ignores a signal it has no handler for, and the pod's deletion would wait out
+its grace period), with the summary of what they did and exit status 0.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import IO, Any
 
 from arkgpu.cli.options import CliError, file_output, input_dir, integer, number, seed_option
@@ -150,6 +155,34 @@ def _user(env: dict[str, str]) -> int | None:
     return owner if os.geteuid() == 0 and owner != 0 else None
 
 
+class Stop:
+    """SIGTERM noted (see the module's text) and passed on to the child process, once there
+    is one (at once when it came before the child started)."""
+
+    def __init__(self) -> None:
+        """Install the handler: from here on SIGTERM no longer ends this process."""
+        self.asked = False
+        self.child: subprocess.Popen[str] | None = None
+        signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, _signum: int, _frame: FrameType | None) -> None:
+        self.ask()
+
+    def ask(self) -> None:
+        """Note the request and pass it on."""
+        self.asked = True
+        self._forward()
+
+    def forward_to(self, child: subprocess.Popen[str]) -> None:
+        """Pass SIGTERM on to ``child`` (which stops and reports)."""
+        self.child = child
+        self._forward()
+
+    def _forward(self) -> None:
+        if self.asked and self.child is not None and self.child.poll() is None:
+            self.child.send_signal(signal.SIGTERM)
+
+
 def arrivals(steps: list[tuple[float, float]], seed: int) -> list[float]:
     """Poisson arrival times (s from the start) following the stepped rates."""
     import numpy as np  # noqa: PLC0415 (not at start-up)
@@ -194,6 +227,7 @@ class Server:
         from arkgpu.limiter import native  # noqa: PLC0415
 
         self.args = args
+        self.stop = Stop()  # before the runner: a SIGTERM from here on ends the serving
         self.reporter = LatencyReporter(Path(env["ARKGPU_REGION_DIR"]))
         self.runner = subprocess.Popen(
             [str(native.cubench()), "script"],
@@ -238,7 +272,7 @@ class Server:
         t0 = time.monotonic()
         served = 0
         delay = self.args.queue_delay_ms / 1000.0
-        while pending or queue:
+        while (pending or queue) and not self.stop.asked:
             now = time.monotonic() - t0
             while pending and pending[0] <= now:
                 queue.append(pending.popleft())
@@ -279,7 +313,7 @@ def lc_command(args: argparse.Namespace) -> int:
         server.close()
         if log is not None:
             log.close()
-    print(json.dumps({"served": served}))
+    print(json.dumps({"served": served, "stopped": server.stop.asked}))
     return 0
 
 
@@ -288,18 +322,25 @@ def be_command(args: argparse.Namespace) -> int:
     from arkgpu.limiter import native  # noqa: PLC0415
 
     env = _env(args.region)
-    done = subprocess.run(
+    stop = Stop()
+    load = subprocess.Popen(
         [str(native.cubench()), "load", f"{args.seconds:g}", f"{args.kernel_us:g}"],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env=env,
         user=_user(env),
-        check=False,
     )
-    if done.returncode != 0 or not done.stdout.strip():
-        raise OSError(f"arkgpu-cubench load failed: {done.stderr.strip() or done.returncode}")
-    report = json.loads(done.stdout)
-    out = {"iterations": len(report["t_ns"]), "busy_share": report["share"]}
+    stop.forward_to(load)  # it stops and reports
+    stdout, stderr = load.communicate()
+    if load.returncode != 0 or not stdout.strip():
+        raise OSError(f"arkgpu-cubench load failed: {stderr.strip() or load.returncode}")
+    report = json.loads(stdout)
+    out = {
+        "iterations": len(report["t_ns"]),
+        "busy_share": report["share"],
+        "stopped": bool(report.get("stopped")),
+    }
     print(json.dumps(out))
     sys.stdout.flush()
     return 0

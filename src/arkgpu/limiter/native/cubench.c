@@ -7,7 +7,10 @@
  *   load SECONDS US [PATH]  launch US-microsecond kernels back to back for SECONDS;
  *                     PATH is kernel, ex, coop or graph, each also with _ptsz
  *                     (per-thread default stream); prints JSON with the
- *                     achieved busy share and a (time, busy) sample per launch
+ *                     achieved busy share and a (time, busy) sample per launch;
+ *                     SIGTERM or SIGINT ends it early, with the same JSON
+ *                     ("stopped": 1), as a container's process must when the
+ *                     kubelet stops it
  *   streams THREADS SECONDS US [WARMUP]  THREADS threads, each with its own
  *                     context binding and stream, launch US-microsecond kernels
  *                     for SECONDS; prints JSON: the busy share over the run and
@@ -18,6 +21,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -205,12 +209,31 @@ static CUresult launch_path(const char *path, uint64_t ns) {
     return (ptsz ? p_cuLaunchKernel_ptsz : p_cuLaunchKernel)(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
 }
 
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* SIGTERM and SIGINT set stop_requested instead of ending the process (PID 1 of a
+ * container ignores a signal it has no handler for: the kubelet would wait out the
+ * pod's whole grace period). */
+static void stop_on_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
 static void bench_load(double seconds, double us, const char *path) {
     size_t cap = (size_t)(seconds * 1e6 / (us > 1 ? us : 1)) + 1024, n = 0;
     int64_t *t = malloc(cap * sizeof *t), *b = malloc(cap * sizeof *b);
     int64_t t0 = now_ns(), b0 = (int64_t)p_fakegpu_process_busy_ns(), end = t0 + (int64_t)(seconds * 1e9);
     CUresult err = CUDA_SUCCESS;
-    while (now_ns() < end && err == CUDA_SUCCESS) {
+    while (now_ns() < end && err == CUDA_SUCCESS && !stop_requested) {
         err = launch_path(path, (uint64_t)(us * 1000));
         if (n < cap) {
             t[n] = now_ns();
@@ -218,8 +241,9 @@ static void bench_load(double seconds, double us, const char *path) {
         }
     }
     int64_t wall = now_ns() - t0, busy = (int64_t)p_fakegpu_process_busy_ns() - b0;
-    printf("{\"error\": %d, \"wall_ns\": %lld, \"busy_ns\": %lld, \"share\": %.5f, \"t_ns\": [", err,
-           (long long)wall, (long long)busy, (double)busy / (double)wall);
+    printf("{\"error\": %d, \"stopped\": %d, \"wall_ns\": %lld, \"busy_ns\": %lld, \"share\": %.5f, "
+           "\"t_ns\": [", err, (int)stop_requested, (long long)wall, (long long)busy,
+           (double)busy / (double)wall);
     for (size_t i = 0; i < n; i++) printf("%s%lld", i ? "," : "", (long long)t[i]);
     printf("], \"busy_at\": [");
     for (size_t i = 0; i < n; i++) printf("%s%lld", i ? "," : "", (long long)b[i]);
@@ -289,6 +313,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: arkgpu-cubench launch N | mem N | memcpu N | load SECONDS US [PATH] | streams THREADS SECONDS US [WARMUP] | script\n");
         return 2;
     }
+    if (strcmp(argv[1], "load") == 0) stop_on_signals(); /* before the driver's set-up */
     setup();
     if (strcmp(argv[1], "launch") == 0 && argc > 2) bench_launch(atol(argv[2]));
     else if (strcmp(argv[1], "mem") == 0 && argc > 2) bench_mem(atol(argv[2]));
