@@ -178,7 +178,7 @@ def test_out_of_fold_units_leave_out_every_target_of_a_shared_group() -> None:
     """A held-out model's unit is calibrated without any target of its groups (their other
     targets were held out in the co-runner's fold): as for a model never measured."""
     folds, groups = np.array([0, 0, 1, 1]), np.array([7, 8, 7, 9])
-    oof = OutOfFold(np.ones(4), np.ones(4), folds, groups, np.array(["V100"] * 4))
+    oof = OutOfFold(np.ones(4), np.ones(4), folds, groups, np.array(["V100"] * 4), np.ones(4))
     (test0, train0), (_, train1) = oof.units()
     assert test0.tolist() == [True, True, False, False]
     assert train0.tolist() == [False, False, False, True]

@@ -175,9 +175,10 @@ def _ape(predicted: FloatArray, measured: FloatArray) -> FloatArray:
     return result
 
 
-def choose_weight(raw: FloatArray, measured: FloatArray) -> float:
-    """The weight of :data:`WEIGHTS` for out-of-fold slowdowns ``raw`` (module docstring)."""
-    bins = strength_bins(measured)
+def choose_weight(raw: FloatArray, measured: FloatArray, bins: IntArray | None = None) -> float:
+    """The weight of :data:`WEIGHTS` for out-of-fold slowdowns ``raw`` (module docstring);
+    ``bins``: each target's measured-strength bin (default: that of ``measured``)."""
+    bins = strength_bins(measured) if bins is None else bins
     apes = {w: _ape(1.0 + w * (raw - 1.0), measured) for w in WEIGHTS}
     crowded = [bins == b for b in np.unique(bins) if np.sum(bins == b) >= MIN_BIN]
 
@@ -203,31 +204,32 @@ class _Region:
     """Measured-strength bin per target."""
 
     @classmethod
-    def of(cls, raw: FloatArray, measured: FloatArray) -> _Region:
-        weight = choose_weight(raw, measured)
+    def of(cls, raw: FloatArray, measured: FloatArray, bins: IntArray) -> _Region:
+        weight = choose_weight(raw, measured, bins)
         logs = np.log(measured / (1.0 + weight * (raw - 1.0)))
-        return cls(weight, logs, strength_bins(measured))
+        return cls(weight, logs, bins)
 
     def shrink(self, level: float) -> Shrink:
         return Shrink(self.weight, *interval_ends(self.logs, self.bins, level), len(self.logs))
 
 
-def _regions(raw: FloatArray, measured: FloatArray) -> dict[str, _Region]:
-    """The pooled region and each region of at least :data:`MIN_REGION` targets."""
-    out = {POOLED_REGION: _Region.of(raw, measured)}
+def _regions(raw: FloatArray, measured: FloatArray, bins: IntArray) -> dict[str, _Region]:
+    """The pooled region and each region of at least :data:`MIN_REGION` targets (``bins``:
+    each target's measured-strength bin)."""
+    out = {POOLED_REGION: _Region.of(raw, measured, bins)}
     labels = strength_bins(raw)
     for label in np.unique(labels).tolist():
         mask = labels == label
         if np.sum(mask) >= MIN_REGION:
-            out[STRENGTH_LABELS[label]] = _Region.of(raw[mask], measured[mask])
+            out[STRENGTH_LABELS[label]] = _Region.of(raw[mask], measured[mask], bins[mask])
     return out
 
 
 def _judge(
-    raw: FloatArray, measured: FloatArray, train: BoolArray
+    raw: FloatArray, measured: FloatArray, bins: IntArray, train: BoolArray
 ) -> Callable[[float, BoolArray], BoolArray]:
     """Which test targets the shrinks found on the ``train`` targets at a level hold."""
-    regions = _regions(raw[train], measured[train])
+    regions = _regions(raw[train], measured[train], bins[train])
 
     def inside(level: float, test: BoolArray) -> BoolArray:
         shrinks = {key: region.shrink(level) for key, region in regions.items()}
@@ -257,6 +259,8 @@ class OutOfFold:
     """The target's co-located group (:attr:`PairRows.groups`)."""
     gpus: NDArray[np.str_]
     """The target's GPU."""
+    strengths: FloatArray
+    """The target's measured strength (:attr:`PairRows.strengths`), which sets its bin."""
 
     def subset(self, mask: BoolArray) -> OutOfFold:
         """The targets of ``mask``."""
@@ -269,11 +273,12 @@ class OutOfFold:
 
 
 def _kind_shrinks(kind: str, oof: OutOfFold, prefix: str = "") -> dict[tuple[str, str], Shrink]:
-    judge = partial(_judge, oof.raw, oof.measured)
-    regions = _regions(oof.raw, oof.measured)
+    bins = strength_bins(oof.strengths)
+    judge = partial(_judge, oof.raw, oof.measured, bins)
+    regions = _regions(oof.raw, oof.measured, bins)
     labels = [STRENGTH_LABELS[b] for b in strength_bins(oof.raw).tolist()]
     scopes = np.array([label if label in regions else POOLED_REGION for label in labels])
-    levels = choose_levels(oof.units(), strength_bins(oof.measured), scopes, judge)
+    levels = choose_levels(oof.units(), bins, scopes, judge)
     return {
         (kind, prefix + key): region.shrink(levels.get(key, COVERAGE))
         for key, region in regions.items()
@@ -298,7 +303,7 @@ def _held_out(rows: PairRows, test: NDArray[np.bool_], prior: float) -> FloatArr
 
 
 def _out_of_fold(rows: PairRows, tests: list[BoolArray], prior: float) -> OutOfFold:
-    raw, measured, folds, groups, gpus = [], [], [], [], []
+    raw, measured, folds, groups, gpus, strengths = [], [], [], [], [], []
     every_gpu = np.array(rows.gpus, dtype=np.str_)
     for k, test in enumerate(tests):
         if test.any() and not test.all():
@@ -307,10 +312,12 @@ def _out_of_fold(rows: PairRows, tests: list[BoolArray], prior: float) -> OutOfF
             folds.append(np.full(int(test.sum()), k))
             groups.append(rows.groups[test])
             gpus.append(every_gpu[test])
+            strengths.append(rows.strengths[test])
     if not raw:
         none = np.zeros(0, np.int_)
-        return OutOfFold(np.zeros(0), np.zeros(0), none, none, np.zeros(0, np.str_))
-    return OutOfFold(*(np.concatenate(v) for v in (raw, measured, folds, groups, gpus)))
+        return OutOfFold(np.zeros(0), np.zeros(0), none, none, np.zeros(0, np.str_), np.zeros(0))
+    parts = (raw, measured, folds, groups, gpus, strengths)
+    return OutOfFold(*(np.concatenate(v) for v in parts))
 
 
 def _random_folds(rows: PairRows, seed: int) -> list[NDArray[np.bool_]]:
