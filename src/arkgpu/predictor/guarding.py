@@ -272,7 +272,9 @@ class OutOfFold:
         return [(t, ~np.isin(self.groups, self.groups[t])) for t in tests]
 
 
-def _kind_shrinks(kind: str, oof: OutOfFold, prefix: str = "") -> dict[tuple[str, str], Shrink]:
+def kind_shrinks(kind: str, oof: OutOfFold, prefix: str = "") -> dict[tuple[str, str], Shrink]:
+    """Steps 2-3 of the module docstring on ``oof`` (keys ``(kind, prefix + region)``): each
+    target is binned by its measured strength (:attr:`OutOfFold.strengths`)."""
     bins = strength_bins(oof.strengths)
     judge = partial(_judge, oof.raw, oof.measured, bins)
     regions = _regions(oof.raw, oof.measured, bins)
@@ -293,7 +295,7 @@ def _gpu_shrinks(kind: str, oof: OutOfFold) -> dict[tuple[str, str], Shrink]:
     for gpu in gpus if len(gpus) > 1 else []:
         mine = oof.subset(oof.gpus == gpu)
         if len(mine.measured) >= MIN_REGION:
-            out.update(_kind_shrinks(kind, mine, gpu + GPU_SEPARATOR))
+            out.update(kind_shrinks(kind, mine, gpu + GPU_SEPARATOR))
     return out
 
 
@@ -342,6 +344,6 @@ def fit_guard(rows: PairRows, prior: float, seed: int = 0) -> Guard:
     for kind in PAIR_KINDS:
         oof = _out_of_fold(rows, folds[kind], prior)
         if len(oof.measured):
-            shrinks.update(_kind_shrinks(kind, oof))
+            shrinks.update(kind_shrinks(kind, oof))
             shrinks.update(_gpu_shrinks(kind, oof))
     return Guard(shrinks)
