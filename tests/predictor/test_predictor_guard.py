@@ -80,7 +80,7 @@ def test_level2_intervals_cover_held_out_targets_per_bin(gpu: str, split: str) -
     sets fitted together, the random split's 1.10-1.25 bin holds 95.08% (116 of 122) at
     seed 0, while seeds 1-4 give 89.8 / 95.1 / 92.8 / 86.4% with the same rule (a bin of
     ~120 held-out targets varies by +-4 points between seeds; the training folds'
-    cross-validation puts that region at 90.2%, docs/studies/predictor.md). 95.5 still
+    cross-validation holds 90.2% of that bin, docs/studies/predictor.md). 95.5 still
     fails the 97-98% of a level chosen on too few folds. A zero-width or unguarded
     interval holds far fewer, an unbounded one all. ParvaGPU's random split has no bin of
     30 (65 targets): only its kinds are checked."""

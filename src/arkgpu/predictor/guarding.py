@@ -20,7 +20,10 @@ trusts it, it checks it on its own training targets, out of fold:
    chosen on the out-of-fold targets (:func:`choose_weight`): of the weights
    whose MAPE is at most :data:`BIN_TOLERANCE_PCT` above no interference's
    (``w = 0``) in every measured-strength bin of at least :data:`MIN_BIN`
-   targets, the one with the lowest MAPE, ``w = 1`` unless another beats it by
+   targets (a target's measured strength is its co-located latency over its
+   measured latency alone, :attr:`PairRows.strengths`: the bins issue 35 and
+   ``predictor eval`` score, not the slowdown over level 1's latency alone),
+   the one with the lowest MAPE, ``w = 1`` unless another beats it by
    :data:`KEEP_MARGIN_PCT`. A region with fewer than :data:`MIN_REGION` targets
    takes the weight chosen on every target of its kind (weak evidence: the
    pooled answer).
