@@ -74,20 +74,20 @@ def test_guarded_level2_is_never_worse_than_no_interference_in_any_bin(
 @pytest.mark.parametrize("split", ["random", "leave-one-model-out"])
 def test_level2_intervals_cover_held_out_targets_per_bin(gpu: str, split: str) -> None:
     """Issue 35: the 90% intervals hold 85-95% of the held-out targets in each bin of at
-    least 30 (measured 89.45-95.08%, binned by measured strength as the guard now is;
+    least 30 (measured 88.79-94.46% but for one bin below, binned by measured strength;
     iGniter's mild bin under leave-one-model-out was 95.02% when the guard binned by the
-    slowdown over level 1, now 94.46%). The upper bound is 95.5, not the issue's 95: both
-    sets fitted together, the random split's 1.10-1.25 bin holds 95.08% (116 of 122) at
-    seed 0, while seeds 1-4 give 89.8 / 95.1 / 92.8 / 86.4% with the same rule (a bin of
-    ~120 held-out targets varies by +-4 points between seeds; the training folds'
-    cross-validation holds 90.2% of that bin, docs/studies/predictor.md). 95.5 still
-    fails the 97-98% of a level chosen on too few folds. A zero-width or unguarded
-    interval holds far fewer, an unbounded one all. ParvaGPU's random split has no bin of
-    30 (65 targets): only its kinds are checked."""
+    slowdown over level 1). One case keeps 95.5: both sets fitted together, the random
+    split's 1.10-1.25 bin holds 95.08% (116 of 122) at seed 0, while seeds 1-4 give
+    89.8 / 95.1 / 92.8 / 86.4% with the same rule (a bin of ~120 held-out targets varies
+    by +-4 points between seeds; the training folds' cross-validation holds 90.2% of that
+    bin, docs/studies/predictor.md). 95.5 still fails the 97-98% of a level chosen on too
+    few folds. A zero-width or unguarded interval holds far fewer, an unbounded one all.
+    ParvaGPU's random split has no bin of 30 (65 targets): only its kinds are checked."""
     report = _report(gpu, split)
     coverage = report["level2_coverage"]["strength"]
+    upper = 0.955 if (gpu, split) == ("both", "random") else 0.95
     for b in (b for b in coverage.values() if b["count"] >= MIN_BIN_TARGETS):
-        assert 0.85 <= b["coverage"] <= 0.955, b
+        assert 0.85 <= b["coverage"] <= upper, b
     kind = "new-pair" if split == "leave-one-model-out" else "measured-pair"
     assert set(report["level2_coverage"]["kind"]) == {kind}
     assert 0.7 <= report["level2_coverage"]["kind"][kind]["coverage"] <= 0.98
