@@ -23,7 +23,9 @@ from arkgpu.predictor.calibrating import (
     strength_bins,
 )
 from arkgpu.predictor.evaluating import GUARDED, evaluate
-from arkgpu.predictor.guarding import Guard, OutOfFold, Shrink, choose_weight
+from arkgpu.predictor.groups import as_groups, group_targets
+from arkgpu.predictor.guarding import Guard, OutOfFold, Shrink, choose_weight, kind_shrinks
+from arkgpu.predictor.pair_rows import build_rows, measured_alone, solo_key
 from arkgpu.traces.profiles import (
     PairRecord,
     default_profile_dir,
@@ -72,18 +74,20 @@ def test_guarded_level2_is_never_worse_than_no_interference_in_any_bin(
 @pytest.mark.parametrize("split", ["random", "leave-one-model-out"])
 def test_level2_intervals_cover_held_out_targets_per_bin(gpu: str, split: str) -> None:
     """Issue 35: the 90% intervals hold 85-95% of the held-out targets in each bin of at
-    least 30 (measured 87.5-95.02%; ParvaGPU's >= 2.00 bin was 83.6% before the level was
-    chosen by cross-validation; iGniter's mild bin under leave-one-model-out is 95.02%, one
-    target of 884 over 95: the upper bound 95.5 leaves another numerical build 4 targets
-    there and still fails the 97-98% of a level chosen on too few folds). Both sets fitted
-    together (the default predictor): each GPU keeps its own intervals (97.15% in the mild
-    bin when one interval served both). A zero-width or unguarded interval holds far
-    fewer, an unbounded one all. ParvaGPU's random split has no bin of 30 (65 targets):
-    only its kinds are checked."""
+    least 30 (measured 88.79-94.46% but for one bin below, binned by measured strength;
+    iGniter's mild bin under leave-one-model-out was 95.02% when the guard binned by the
+    slowdown over level 1). One case keeps 95.5: both sets fitted together, the random
+    split's 1.10-1.25 bin holds 95.08% (116 of 122) at seed 0, while seeds 1-4 give
+    89.8 / 95.1 / 92.8 / 86.4% with the same rule (a bin of ~120 held-out targets varies
+    by +-4 points between seeds; the training folds' cross-validation holds 90.2% of that
+    bin, docs/studies/predictor.md). 95.5 still fails the 97-98% of a level chosen on too
+    few folds. A zero-width or unguarded interval holds far fewer, an unbounded one all.
+    ParvaGPU's random split has no bin of 30 (65 targets): only its kinds are checked."""
     report = _report(gpu, split)
     coverage = report["level2_coverage"]["strength"]
+    upper = 0.955 if (gpu, split) == ("both", "random") else 0.95
     for b in (b for b in coverage.values() if b["count"] >= MIN_BIN_TARGETS):
-        assert 0.85 <= b["coverage"] <= 0.955, b
+        assert 0.85 <= b["coverage"] <= upper, b
     kind = "new-pair" if split == "leave-one-model-out" else "measured-pair"
     assert set(report["level2_coverage"]["kind"]) == {kind}
     assert 0.7 <= report["level2_coverage"]["kind"][kind]["coverage"] <= 0.98
@@ -178,7 +182,7 @@ def test_out_of_fold_units_leave_out_every_target_of_a_shared_group() -> None:
     """A held-out model's unit is calibrated without any target of its groups (their other
     targets were held out in the co-runner's fold): as for a model never measured."""
     folds, groups = np.array([0, 0, 1, 1]), np.array([7, 8, 7, 9])
-    oof = OutOfFold(np.ones(4), np.ones(4), folds, groups, np.array(["V100"] * 4))
+    oof = OutOfFold(np.ones(4), np.ones(4), folds, groups, np.array(["V100"] * 4), np.ones(4))
     (test0, train0), (_, train1) = oof.units()
     assert test0.tolist() == [True, True, False, False]
     assert train0.tolist() == [False, False, False, True]
@@ -267,3 +271,44 @@ class _NoPairDoubt(ShareSizer):
 
     def pair_doubt(self, target: Workload, corunners: object) -> float:  # type: ignore[override]
         return self.doubt(target)
+
+
+def test_rows_carry_the_measured_strength_of_each_target() -> None:
+    """A target's strength bin is its co-located latency over its *measured* latency alone
+    (as issue 35's bins and ``predictor eval``), not over level 1's: on iGniter's pairs the
+    two put some targets in different bins. Without measured solo latencies the strength
+    is the slowdown over level 1."""
+    directory = default_profile_dir()
+    solo = [r for r in load_solo_profiles(directory) if r.gpu == "V100"]
+    groups = as_groups(load_pair_profiles(directory))
+    alone = measured_alone(solo)
+    rows = build_rows(Predictor.fit(solo), groups, alone)
+    targets = group_targets(groups)
+    expected = [t.latency_ms / alone[solo_key(t.gpu, t.target)] for t in targets]
+    assert rows.strengths == pytest.approx(expected)
+    moved = strength_bins(rows.strengths) != strength_bins(rows.slowdowns)
+    assert 0 < moved.sum() < len(rows)
+    plain = build_rows(Predictor.fit(solo), groups)
+    assert plain.strengths.tolist() == plain.slowdowns.tolist()
+
+
+def test_interval_ends_hold_every_bin_of_measured_strength() -> None:
+    """Targets whose slowdowns over level 1 all fall in one bin, but whose measured strength
+    splits them in two: 10 of 300 mild ones miss below, 30 of 100 contended ones above. The
+    ends hold the split-conformal share of each strength bin (binned by the slowdowns, one
+    bin of 400 may leave 39 out: 30 of the contended ones)."""
+    rng = np.random.default_rng(2)
+    mild = np.concatenate([rng.uniform(-0.02, 0.02, 290), rng.uniform(-0.08, -0.05, 10)])
+    contended = np.concatenate([rng.uniform(-0.02, 0.02, 70), rng.uniform(0.05, 0.08, 30)])
+    logs = np.concatenate([mild, contended])
+    strengths = np.repeat([1.02, 1.2], [300, 100])
+    count = len(logs)
+    units = np.arange(count) % 3
+    oof = OutOfFold(
+        np.ones(count), np.exp(logs), units, np.arange(count), np.full(count, "V100"), strengths
+    )
+    shrink = kind_shrinks("new-pair", oof)[("new-pair", strength_label(1.0))]
+    scores = np.log(oof.measured)  # as the guard computes them (bit for bit)
+    inside = (scores >= shrink.low) & (scores <= shrink.high)
+    assert np.sum(~inside[:300]) <= misses_allowed(300)
+    assert np.sum(~inside[300:]) <= misses_allowed(100)

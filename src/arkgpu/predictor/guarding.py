@@ -20,7 +20,10 @@ trusts it, it checks it on its own training targets, out of fold:
    chosen on the out-of-fold targets (:func:`choose_weight`): of the weights
    whose MAPE is at most :data:`BIN_TOLERANCE_PCT` above no interference's
    (``w = 0``) in every measured-strength bin of at least :data:`MIN_BIN`
-   targets, the one with the lowest MAPE, ``w = 1`` unless another beats it by
+   targets (a target's measured strength is its co-located latency over its
+   measured latency alone, :attr:`PairRows.strengths`: the bins issue 35 and
+   ``predictor eval`` score, not the slowdown over level 1's latency alone),
+   the one with the lowest MAPE, ``w = 1`` unless another beats it by
    :data:`KEEP_MARGIN_PCT`. A region with fewer than :data:`MIN_REGION` targets
    takes the weight chosen on every target of its kind (weak evidence: the
    pooled answer).
@@ -175,9 +178,10 @@ def _ape(predicted: FloatArray, measured: FloatArray) -> FloatArray:
     return result
 
 
-def choose_weight(raw: FloatArray, measured: FloatArray) -> float:
-    """The weight of :data:`WEIGHTS` for out-of-fold slowdowns ``raw`` (module docstring)."""
-    bins = strength_bins(measured)
+def choose_weight(raw: FloatArray, measured: FloatArray, bins: IntArray | None = None) -> float:
+    """The weight of :data:`WEIGHTS` for out-of-fold slowdowns ``raw`` (module docstring);
+    ``bins``: each target's measured-strength bin (default: that of ``measured``)."""
+    bins = strength_bins(measured) if bins is None else bins
     apes = {w: _ape(1.0 + w * (raw - 1.0), measured) for w in WEIGHTS}
     crowded = [bins == b for b in np.unique(bins) if np.sum(bins == b) >= MIN_BIN]
 
@@ -203,31 +207,32 @@ class _Region:
     """Measured-strength bin per target."""
 
     @classmethod
-    def of(cls, raw: FloatArray, measured: FloatArray) -> _Region:
-        weight = choose_weight(raw, measured)
+    def of(cls, raw: FloatArray, measured: FloatArray, bins: IntArray) -> _Region:
+        weight = choose_weight(raw, measured, bins)
         logs = np.log(measured / (1.0 + weight * (raw - 1.0)))
-        return cls(weight, logs, strength_bins(measured))
+        return cls(weight, logs, bins)
 
     def shrink(self, level: float) -> Shrink:
         return Shrink(self.weight, *interval_ends(self.logs, self.bins, level), len(self.logs))
 
 
-def _regions(raw: FloatArray, measured: FloatArray) -> dict[str, _Region]:
-    """The pooled region and each region of at least :data:`MIN_REGION` targets."""
-    out = {POOLED_REGION: _Region.of(raw, measured)}
+def _regions(raw: FloatArray, measured: FloatArray, bins: IntArray) -> dict[str, _Region]:
+    """The pooled region and each region of at least :data:`MIN_REGION` targets (``bins``:
+    each target's measured-strength bin)."""
+    out = {POOLED_REGION: _Region.of(raw, measured, bins)}
     labels = strength_bins(raw)
     for label in np.unique(labels).tolist():
         mask = labels == label
         if np.sum(mask) >= MIN_REGION:
-            out[STRENGTH_LABELS[label]] = _Region.of(raw[mask], measured[mask])
+            out[STRENGTH_LABELS[label]] = _Region.of(raw[mask], measured[mask], bins[mask])
     return out
 
 
 def _judge(
-    raw: FloatArray, measured: FloatArray, train: BoolArray
+    raw: FloatArray, measured: FloatArray, bins: IntArray, train: BoolArray
 ) -> Callable[[float, BoolArray], BoolArray]:
     """Which test targets the shrinks found on the ``train`` targets at a level hold."""
-    regions = _regions(raw[train], measured[train])
+    regions = _regions(raw[train], measured[train], bins[train])
 
     def inside(level: float, test: BoolArray) -> BoolArray:
         shrinks = {key: region.shrink(level) for key, region in regions.items()}
@@ -257,6 +262,8 @@ class OutOfFold:
     """The target's co-located group (:attr:`PairRows.groups`)."""
     gpus: NDArray[np.str_]
     """The target's GPU."""
+    strengths: FloatArray
+    """The target's measured strength (:attr:`PairRows.strengths`), which sets its bin."""
 
     def subset(self, mask: BoolArray) -> OutOfFold:
         """The targets of ``mask``."""
@@ -268,12 +275,15 @@ class OutOfFold:
         return [(t, ~np.isin(self.groups, self.groups[t])) for t in tests]
 
 
-def _kind_shrinks(kind: str, oof: OutOfFold, prefix: str = "") -> dict[tuple[str, str], Shrink]:
-    judge = partial(_judge, oof.raw, oof.measured)
-    regions = _regions(oof.raw, oof.measured)
+def kind_shrinks(kind: str, oof: OutOfFold, prefix: str = "") -> dict[tuple[str, str], Shrink]:
+    """Steps 2-3 of the module docstring on ``oof`` (keys ``(kind, prefix + region)``): each
+    target is binned by its measured strength (:attr:`OutOfFold.strengths`)."""
+    bins = strength_bins(oof.strengths)
+    judge = partial(_judge, oof.raw, oof.measured, bins)
+    regions = _regions(oof.raw, oof.measured, bins)
     labels = [STRENGTH_LABELS[b] for b in strength_bins(oof.raw).tolist()]
     scopes = np.array([label if label in regions else POOLED_REGION for label in labels])
-    levels = choose_levels(oof.units(), strength_bins(oof.measured), scopes, judge)
+    levels = choose_levels(oof.units(), bins, scopes, judge)
     return {
         (kind, prefix + key): region.shrink(levels.get(key, COVERAGE))
         for key, region in regions.items()
@@ -288,7 +298,7 @@ def _gpu_shrinks(kind: str, oof: OutOfFold) -> dict[tuple[str, str], Shrink]:
     for gpu in gpus if len(gpus) > 1 else []:
         mine = oof.subset(oof.gpus == gpu)
         if len(mine.measured) >= MIN_REGION:
-            out.update(_kind_shrinks(kind, mine, gpu + GPU_SEPARATOR))
+            out.update(kind_shrinks(kind, mine, gpu + GPU_SEPARATOR))
     return out
 
 
@@ -298,7 +308,7 @@ def _held_out(rows: PairRows, test: NDArray[np.bool_], prior: float) -> FloatArr
 
 
 def _out_of_fold(rows: PairRows, tests: list[BoolArray], prior: float) -> OutOfFold:
-    raw, measured, folds, groups, gpus = [], [], [], [], []
+    raw, measured, folds, groups, gpus, strengths = [], [], [], [], [], []
     every_gpu = np.array(rows.gpus, dtype=np.str_)
     for k, test in enumerate(tests):
         if test.any() and not test.all():
@@ -307,10 +317,12 @@ def _out_of_fold(rows: PairRows, tests: list[BoolArray], prior: float) -> OutOfF
             folds.append(np.full(int(test.sum()), k))
             groups.append(rows.groups[test])
             gpus.append(every_gpu[test])
+            strengths.append(rows.strengths[test])
     if not raw:
         none = np.zeros(0, np.int_)
-        return OutOfFold(np.zeros(0), np.zeros(0), none, none, np.zeros(0, np.str_))
-    return OutOfFold(*(np.concatenate(v) for v in (raw, measured, folds, groups, gpus)))
+        return OutOfFold(np.zeros(0), np.zeros(0), none, none, np.zeros(0, np.str_), np.zeros(0))
+    parts = (raw, measured, folds, groups, gpus, strengths)
+    return OutOfFold(*(np.concatenate(v) for v in parts))
 
 
 def _random_folds(rows: PairRows, seed: int) -> list[NDArray[np.bool_]]:
@@ -335,6 +347,6 @@ def fit_guard(rows: PairRows, prior: float, seed: int = 0) -> Guard:
     for kind in PAIR_KINDS:
         oof = _out_of_fold(rows, folds[kind], prior)
         if len(oof.measured):
-            shrinks.update(_kind_shrinks(kind, oof))
+            shrinks.update(kind_shrinks(kind, oof))
             shrinks.update(_gpu_shrinks(kind, oof))
     return Guard(shrinks)

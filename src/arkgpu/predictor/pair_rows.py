@@ -16,7 +16,7 @@ term; the shipped pairs and MPS groups have co-runners of one model only).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +31,8 @@ from arkgpu.predictor.interference import (
     group_features,
 )
 from arkgpu.predictor.level1 import Level1
+from arkgpu.predictor.workloads import Workload
+from arkgpu.traces.profiles import SoloRecord
 
 POOLED = "*"
 """GPU name under which the level-2 fit over every GPU's pairs is kept."""
@@ -51,6 +53,10 @@ class PairRows:
     """``activity`` features, one row per target."""
     slowdowns: FloatArray
     """Measured co-located latency over level 1's latency alone."""
+    strengths: FloatArray
+    """Measured co-located latency over the measured latency alone where the solo profiles
+    hold the target's (GPU, model, batch, share), else :attr:`slowdowns`: the strength bin
+    of issue 35's targets (:mod:`arkgpu.predictor.breakdown`)."""
     combos: list[Combo | None]
     """The (GPU, target, co-runner) models when every co-runner is one model, else None."""
     groups: NDArray[np.int_]
@@ -70,6 +76,7 @@ class PairRows:
             self.memory[i],
             self.activity[i],
             self.slowdowns[i],
+            self.strengths[i],
             [self.combos[k] for k in i],
             self.groups[i],
             [self.models[k] for k in i],
@@ -80,8 +87,26 @@ class PairRows:
         return self.memory if kind == "memory" else self.activity
 
 
-def build_rows(base: Level1, groups: Sequence[Group]) -> PairRows:
-    """Rows of every measured target of ``groups`` whose models level 1 knows."""
+SoloKey = tuple[str, str, int, float]
+"""(GPU, model, batch, share rounded to 4 digits) of a measured latency alone."""
+
+
+def solo_key(gpu: str, workload: Workload) -> SoloKey:
+    """The key of ``workload`` alone on ``gpu`` in :func:`measured_alone`."""
+    return (gpu, workload.model, workload.batch, round(workload.share, 4))
+
+
+def measured_alone(solo: Iterable[SoloRecord]) -> dict[SoloKey, float]:
+    """Measured latency alone per :func:`solo_key`."""
+    return {solo_key(r.gpu, Workload(r.model, r.batch, r.share)): r.latency_ms for r in solo}
+
+
+def build_rows(
+    base: Level1, groups: Sequence[Group], alone_ms: Mapping[SoloKey, float] | None = None
+) -> PairRows:
+    """Rows of every measured target of ``groups`` whose models level 1 knows; ``alone_ms``
+    (:func:`measured_alone`) gives the measured latencies alone of :attr:`PairRows.strengths`."""
+    alone_ms = alone_ms or {}
     cols: dict[str, list[object]] = defaultdict(list)
     for index, group in enumerate(groups):
         for i, latency in enumerate(group.latencies_ms):
@@ -101,6 +126,7 @@ def build_rows(base: Level1, groups: Sequence[Group]) -> PairRows:
             cols["memory"].append(mem)
             cols["activity"].append(group_features("activity", ut, uo))
             cols["slowdowns"].append(latency / alone)
+            cols["strengths"].append(latency / alone_ms.get(solo_key(group.gpu, target), alone))
             combo = (group.gpu, target.model, others[0].model) if single else None
             cols["combos"].append(combo)
             cols["groups"].append(index)
@@ -118,6 +144,7 @@ def _rows(cols: dict[str, list[object]]) -> PairRows:
         matrix("memory"),
         matrix("activity"),
         np.array(cols["slowdowns"], dtype=np.float64),
+        np.array(cols["strengths"], dtype=np.float64),
         cols["combos"],  # type: ignore[arg-type]
         np.array(cols["groups"], dtype=np.int_),
         cols["models"],  # type: ignore[arg-type]

@@ -31,7 +31,7 @@ from arkgpu.predictor.guarding import (
     pair_interval,
 )
 from arkgpu.predictor.interference import Interference, Usage, feature_set_for
-from arkgpu.predictor.pair_rows import POOLED, build_rows, fit_level2
+from arkgpu.predictor.pair_rows import POOLED, build_rows, fit_level2, measured_alone
 from arkgpu.predictor.storing import read_predictor, write_predictor
 from arkgpu.predictor.utilisation import UtilCurve
 from arkgpu.predictor.workloads import UnknownModelError, Workload, check_query
@@ -91,7 +91,8 @@ class Predictor:
         (:mod:`arkgpu.predictor.groups`)."""
         config = config or PredictorConfig()
         curves, utils = fit_curves(solo), fit_utils(solo)
-        rows = build_rows(cls(curves, utils, {}, config), as_groups(pairs))
+        alone = measured_alone(solo)
+        rows = build_rows(cls(curves, utils, {}, config), as_groups(pairs), alone)
         interference, scales = fit_level2(rows, config.pair_prior)
         guard = fit_guard(rows, config.pair_prior)
         return cls(curves, utils, interference, config, scales, fit_support(solo), None, guard)
