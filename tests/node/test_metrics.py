@@ -56,7 +56,7 @@ def test_endpoints_report_readiness_and_per_container_metrics(tmp_path: Path) ->
                 reporter.report(latency_s)
         runtime.tick()
         runtime.tick()
-        assert _get(port, "/readyz") == (200, "ready\n")
+        assert _get(port, "/readyz") == (200, "ok\n")
         assert _get(port, "/healthz")[0] == 200
         status, text = _get(port, "/metrics")
         assert status == 200

@@ -11,10 +11,9 @@ rebuild period are done.
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 from arkgpu.node.runtime import NodeRuntime
@@ -151,38 +150,23 @@ def _container_samples(
 def serve_metrics(
     runtime: NodeRuntime, address: str, port: int, gpu_handles: dict[int, Any] | None = None
 ) -> ThreadingHTTPServer:
-    """Serve the three endpoints on a daemon thread; returns the server (``server_port``)."""
-    from prometheus_client import CollectorRegistry, generate_latest  # noqa: PLC0415
+    """Serve ``/healthz`` (a tick within ``STALE_PERIODS`` periods), ``/readyz`` (a first
+    tick done, no rebuild under way) and ``/metrics`` (:class:`RuntimeCollector`) from a
+    daemon thread (:mod:`arkgpu.probes`); returns the server (``server_port``)."""
+    from arkgpu.probes import Probes, serve_probes  # noqa: PLC0415 (the [node] extra)
 
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(RuntimeCollector(runtime, gpu_handles))
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            status, body, kind = _answer(self.path, runtime, registry, generate_latest)
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            del format, args
-
-    server = ThreadingHTTPServer((address, port), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    probes = Probes(
+        live=lambda: _stale(runtime),
+        ready=lambda: _starting(runtime),
+        collector=RuntimeCollector(runtime, gpu_handles),
+    )
+    return serve_probes(probes, address, port)
 
 
-def _answer(path: str, runtime: NodeRuntime, registry: Any, render: Any) -> tuple[int, bytes, str]:
-    text = "text/plain; charset=utf-8"
-    if path == "/metrics":
-        return 200, render(registry), "text/plain; version=0.0.4; charset=utf-8"
-    if path == "/healthz":
-        age = time.monotonic() - runtime.last_tick
-        ok = age < STALE_PERIODS * runtime.config.period_s
-        return (200, b"ok\n", text) if ok else (503, f"no tick for {age:.1f} s\n".encode(), text)
-    if path == "/readyz":
-        ready = runtime.stats.ticks >= 1 and not runtime.rebuilding
-        return (200, b"ready\n", text) if ready else (503, b"starting\n", text)
-    return 404, b"not found\n", text
+def _stale(runtime: NodeRuntime) -> str:
+    age = time.monotonic() - runtime.last_tick
+    return "" if age < STALE_PERIODS * runtime.config.period_s else f"no tick for {age:.1f} s"
+
+
+def _starting(runtime: NodeRuntime) -> str:
+    return "" if runtime.stats.ticks >= 1 and not runtime.rebuilding else "starting"

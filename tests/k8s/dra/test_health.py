@@ -18,7 +18,7 @@ from arkgpu.k8s.dra.config import DraConfig
 from arkgpu.k8s.dra.health import DriverState, probes, socket_serves, stale_after_s
 from arkgpu.k8s.dra.plugin import DraService, serve_plugin
 from arkgpu.k8s.dra.wire import reg
-from arkgpu.k8s.probes import serve_probes, stop_probes
+from arkgpu.probes import serve_probes, stop_probes
 
 from . import kubelet
 from .test_plugin import DRIVER, Claims, allocated_claim, make_preparer

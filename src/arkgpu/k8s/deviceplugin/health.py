@@ -1,5 +1,5 @@
 """``/healthz``, ``/readyz`` and ``/metrics`` of the device plugin (served by
-:mod:`arkgpu.k8s.probes`, shared with the DRA driver).
+:mod:`arkgpu.probes`, shared with the DRA driver).
 
 - ``/healthz``: 200 while the plugin's loop has run recently (it checks the
   kubelet every ``kubelet_check_s``), else 503: a stuck plugin gets restarted.
@@ -20,7 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from arkgpu.k8s.deviceplugin.plugin import DevicePlugin
-from arkgpu.k8s.probes import Probes, serve_probes
+from arkgpu.probes import Probes, serve_probes
 
 STALE_AFTER_S = 30.0
 """Least time without a loop tick before ``/healthz`` fails, seconds (a loaded node's NVML

@@ -21,7 +21,7 @@ from arkgpu.k8s.deviceplugin.podresources import PodResourcesClient
 from arkgpu.k8s.deviceplugin.service import now_rfc3339
 from arkgpu.k8s.gpus import AssumedGpus, GpuSource, NvmlGpus
 from arkgpu.k8s.inventory import InventoryPublisher, read_corrections
-from arkgpu.k8s.probes import stop_probes
+from arkgpu.probes import stop_probes
 
 
 def log(message: str) -> None:

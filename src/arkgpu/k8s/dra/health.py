@@ -1,5 +1,5 @@
 """``/healthz``, ``/readyz`` and ``/metrics`` of the DRA driver (``listen_address:port``,
-served by :mod:`arkgpu.k8s.probes`, as the device plugin's).
+served by :mod:`arkgpu.probes`, as the device plugin's).
 
 - ``/healthz``: 200 while the resync loop ticked within max(30 s, 5 ``resync_s``) and,
   with ``kubelet_plugin``, both gRPC servers (registration and DRA sockets) accept a
@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from arkgpu.k8s.dra.config import DraConfig
-from arkgpu.k8s.probes import Probes
+from arkgpu.probes import Probes
 
 if TYPE_CHECKING:  # grpc is loaded only where the kubelet plugin is served
     from arkgpu.k8s.dra.plugin import DraService, RegistrationService

@@ -77,7 +77,7 @@ def start_probes(config: DraConfig, state: DriverState) -> Any:
     if not config.port:
         return None
     from arkgpu.k8s.dra.health import probes  # noqa: PLC0415 (grpc, prometheus-client)
-    from arkgpu.k8s.probes import serve_probes  # noqa: PLC0415
+    from arkgpu.probes import serve_probes  # noqa: PLC0415
 
     server = serve_probes(probes(state), config.listen_address, config.port)
     _say(f"/healthz, /readyz and /metrics on {config.listen_address}:{config.port}")
@@ -109,7 +109,7 @@ def watch_claims(config: DraConfig, client: Any) -> tuple[ClaimLoads, Reflector]
 def serve(config: DraConfig) -> int:
     """Run until SIGTERM or SIGINT; 0 on a clean stop."""
     from arkgpu.k8s.cluster.kube import load_client  # noqa: PLC0415 (the k8s extra)
-    from arkgpu.k8s.probes import stop_probes  # noqa: PLC0415
+    from arkgpu.probes import stop_probes  # noqa: PLC0415
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -10,7 +10,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from arkgpu.k8s.probes import Probes, serve_probes, stop_probes
+from arkgpu.probes import Probes, serve_probes, stop_probes
 
 
 def get(port: int, path: str) -> tuple[int, str, str]:

@@ -1,4 +1,5 @@
-"""``/healthz``, ``/readyz`` and ``/metrics`` of a node agent (the device plugin, the DRA driver).
+"""``/healthz``, ``/readyz`` and ``/metrics`` of a node agent (the device plugin, the DRA driver,
+the node runtime).
 
 The kubelet's liveness and readiness probes and Prometheus read one small HTTP endpoint
 per agent. What each probe checks is the agent's (two :data:`Check` callables); the
