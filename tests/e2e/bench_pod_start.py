@@ -1,7 +1,8 @@
 """Pod create to container running on the real node, for many GPU pods created at once.
 
-``python -m tests.e2e.bench_pod_start --pods 50 [--plugin chart|arkgpu|cdi] [--json OUT]``
-(as root, from the repository root, after ``make node control-plane helm``) starts a
+``PYTHONPATH=tests python -m tests.e2e.bench_pod_start --pods 50 [--plugin P] [--json OUT]``
+(``P``: ``chart``, ``arkgpu`` or ``cdi``; as root, from the repository root, after ``make
+node control-plane helm``; ``tests`` on the path for the chart tests' helpers) starts a
 control plane and the real node (``realnode``) and a device plugin: ``chart`` is
 ArkGPU installed by its chart as the chart tests install it (``node_chart``; split
 count raised to ``--pods``), and the pods are written for HAMi (``nvidia.com/gpu: 1``,
