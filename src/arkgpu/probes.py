@@ -22,11 +22,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.registry import Collector
+if TYPE_CHECKING:  # prometheus-client comes with the node and k8s extras, not the core
+    from prometheus_client.registry import Collector
 
 Check = Callable[[], str]
 """A probe's check: ``""`` when fine, else the reason (one line) sent with the 503."""
@@ -51,6 +50,8 @@ class Endpoint:
 
     def __init__(self, probes: Probes) -> None:
         """Answer from ``probes``; its collector goes into a registry of its own."""
+        from prometheus_client import CollectorRegistry  # noqa: PLC0415 (an extra's)
+
         self.probes = probes
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(probes.collector)
@@ -59,6 +60,8 @@ class Endpoint:
         """(status, body, content type) for a GET of ``path`` (a query string is ignored)."""
         path = path.split("?", 1)[0]
         if path == "/metrics":
+            from prometheus_client import CONTENT_TYPE_LATEST, generate_latest  # noqa: PLC0415
+
             return 200, generate_latest(self.registry), CONTENT_TYPE_LATEST
         checks = {"/healthz": self.probes.live, "/readyz": self.probes.ready}
         if path not in checks:
