@@ -11,9 +11,11 @@ from pathlib import Path
 from arkgpu.k8s.deviceplugin.config import DevicePluginConfig
 from arkgpu.k8s.deviceplugin.containers import (
     container_response,
+    folder_marks,
     open_region,
     settle_region,
     stale_regions,
+    unchanged,
     write_preload_file,
 )
 from arkgpu.k8s.deviceplugin.plugin import kubelet_up_s
@@ -93,6 +95,22 @@ def test_no_settled_region_is_stale_while_the_kubelet_is_young(tmp_path: Path) -
     assert stale_regions(tmp_path, set(), 60.0, kubelet_up_s=5.0) == []
     assert stale_regions(tmp_path, set(), 60.0, kubelet_up_s=0.0) == []
     assert [f.name for f in stale_regions(tmp_path, set(), 60.0, kubelet_up_s=60.5)] == ["dev-x"]
+
+
+def test_a_region_opened_again_after_it_was_listed_is_no_longer_stale(tmp_path: Path) -> None:
+    """Listed as stale (its pod gone), then Allocate opens it again for a new pod before the
+    plugin removes it: the mark taken at listing no longer matches, so it stays; an untouched
+    one still goes."""
+    limits, pod = Limits((1 << 30,), share_bp=3000), {"kind": "be", "pod_uid": "old"}
+    for name in ("dev-reused", "dev-gone"):
+        region = open_region(tmp_path, name, 1)
+        settle_region(region, limits, pod)
+        old = time.time() - 100
+        os.utime(region, (old, old))
+    listed = stale_regions(tmp_path, set(), 60.0, kubelet_up_s=61.0)
+    marks = folder_marks(listed)
+    open_region(tmp_path, "dev-reused", 1)
+    assert [f.name for f in unchanged(marks)] == ["dev-gone"]
 
 
 def test_the_kubelet_is_up_since_its_socket_was_made(tmp_path: Path) -> None:

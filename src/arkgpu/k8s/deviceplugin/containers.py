@@ -150,6 +150,26 @@ def stale_regions(
     return found
 
 
+def folder_marks(folders: Sequence[Path]) -> dict[Path, tuple[int, int]]:
+    """Each folder's inode and change time (ns) now, for :func:`unchanged` (a folder gone
+    since it was listed is left out)."""
+    marks = {}
+    for folder in folders:
+        try:
+            st = folder.stat()
+        except OSError:
+            continue
+        marks[folder] = (st.st_ino, st.st_mtime_ns)
+    return marks
+
+
+def unchanged(marks: Mapping[Path, tuple[int, int]]) -> list[Path]:
+    """The folders of ``marks`` still as they were marked. A region that Allocate opened
+    again for a new pod in the meantime (its ``pod.json`` removed, its folder touched:
+    :func:`open_region`) has changed and is not stale whatever PodResources listed."""
+    return [folder for folder, mark in marks.items() if folder_marks([folder]).get(folder) == mark]
+
+
 def remove_regions(folders: Sequence[Path]) -> None:
     """Delete ``folders``."""
     for folder in folders:

@@ -27,7 +27,13 @@ from arkgpu.k8s.contract import RESOURCE_GPU, InventoryGpu
 from arkgpu.k8s.deviceplugin.allocating import region_key
 from arkgpu.k8s.deviceplugin.apiserver import PodApi
 from arkgpu.k8s.deviceplugin.config import SOCKET_NAME, DevicePluginConfig
-from arkgpu.k8s.deviceplugin.containers import remove_regions, stale_regions, write_preload_file
+from arkgpu.k8s.deviceplugin.containers import (
+    folder_marks,
+    remove_regions,
+    stale_regions,
+    unchanged,
+    write_preload_file,
+)
 from arkgpu.k8s.deviceplugin.devices import SEPARATOR
 from arkgpu.k8s.deviceplugin.podresources import DeviceHolders
 from arkgpu.k8s.deviceplugin.rebuilding import rebuild_regions
@@ -155,13 +161,14 @@ class DevicePlugin:
         listed = stale_regions(self.config.regions_dir, set(), self.config.region_grace_s, up_s)
         if not listed:
             return
+        marks = folder_marks(listed)
         try:
             holders = self.holders.holders(RESOURCE_GPU)
         except Exception as exc:  # the kubelet: tried again at the next scan
             self.log(f"regions not collected: {type(exc).__name__}")
             return
         held = {region_key(h.devices) for h in holders}
-        gone = [f for f in listed if f.name not in held]
+        gone = [f for f in unchanged(marks) if f.name not in held]
         remove_regions(gone)
         for folder in gone:
             self.log(f"removed region {folder} (no container holds its devices)")
