@@ -13,6 +13,10 @@ from typing import Any
 
 from arkgpu.k8s import hami_compat as hc
 
+Placement = tuple[list[tuple[str | None, int, int]], tuple[int, Any]]
+"""Of each GPU assigned, (uuid or None for any, share_bp, memory MiB); and the limits the
+container gets, (share_bp, memory caps in MiB, None: no cap)."""
+
 UUID_USED = "GPU-fake-1"
 """The fake node's second GPU: the use-gpuuuid example names it."""
 UUID_REFUSED = "GPU-fake-0"
@@ -118,3 +122,39 @@ def rows(*behaviours: hc.Behaviour) -> list[hc.Row]:
 def row_id(row: hc.Row) -> str:
     """A test id for ``row``."""
     return f"{row.field}={row.value}".replace(" ", "_")
+
+
+def placed_rows(gpu_mib: int) -> dict[tuple[str, str], Placement]:
+    """Where each supported row's example goes and the limits it gets, on a node of two fake
+    GPUs of ``gpu_mib`` each. A share without a memory request gets that share of the GPU's
+    memory (floor); a memory request without cores is placed as its fraction of the GPU, in
+    whole percent rounded up."""
+
+    def part(share_bp: int, uuid: str | None = None) -> Placement:
+        mib = gpu_mib * share_bp // 10_000
+        return [(uuid, share_bp, mib)], (share_bp, (mib,))
+
+    alone = -(-2048 * 100 // gpu_mib) * 100
+    return {
+        (GPU, hc.ANY): ([(None, 10_000, 0)], (10_000, (None,))),
+        (MEM, hc.ANY): ([(None, 2000, 3000)], (2000, (3000,))),
+        (PCT, hc.ANY): ([(None, 2000, gpu_mib // 4)], (2000, (gpu_mib // 4,))),
+        (CORES, hc.ANY): part(3000),
+        # compute not capped, as in HAMi
+        ("nvidia.com/gpumem without nvidia.com/gpucores", hc.ANY): (
+            [(None, alone, 2048)],
+            (10_000, (2048,)),
+        ),
+        ("nvidia.com/gpucores without nvidia.com/gpumem", hc.ANY): part(4000),
+        ("nvidia.com/gpu above 1 with a part of each GPU", hc.ANY): (
+            [("GPU-fake-0", 3000, 1000), ("GPU-fake-1", 3000, 1000)],
+            (3000, (1000, 1000)),
+        ),
+        (hc.RESOURCE_PRIORITY, "1"): part(1000),
+        ("nvidia.com/use-gputype", hc.ANY): part(1000),
+        ("nvidia.com/nouse-gputype", hc.ANY): part(1000),
+        (hc.ANNOTATION_USE_GPUUUID, hc.ANY): part(1000, UUID_USED),
+        (hc.ANNOTATION_NOUSE_GPUUUID, hc.ANY): part(1000, UUID_USED),
+        (hc.ANNOTATION_VGPU_MODE, "hami-core"): part(1000),
+        (hc.ENV_CORE_POLICY, "default, force"): part(1000),
+    }

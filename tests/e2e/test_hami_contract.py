@@ -3,15 +3,16 @@
 Every row of :data:`arkgpu.k8s.hami_compat.ROWS` is tried as a migrating user would:
 the example pod of :mod:`.hami_pods` is created through the real kube-apiserver, whose
 webhook (``arkgpu webhook run`` with the chart's defaults) mutates and validates it; an
-admitted pod is scheduled by the real kube-scheduler calling ``arkgpu extender run`` and
-Allocate'd and started by ``arkgpu device-plugin run`` (fake NVML, two 8 GiB GPUs
-``GPU-fake-0/1``, driven by the kubelet emulator: Allocate, then PreStartContainer, which
-gives the device-keyed region the pod's limits). What is checked per behaviour:
+admitted pod is scheduled by the real kube-scheduler calling ``arkgpu extender run``, on a
+Node object whose inventory annotation names two 8 GiB fake GPUs ``GPU-fake-0/1`` as the
+device plugin writes it. What is checked per behaviour:
 
 - refused: the API server's whole message, as kubectl prints it;
 - warned: the AdmissionReview warning in the API server's ``Warning`` header, and the pod
   is placed;
-- same / different: where the pod lands and the limits its container gets.
+- same / different: where the pod lands (its assignment). The limits its container gets
+  are checked on the real node, where the pod runs:
+  ``test_real_node_flow.py::test_each_supported_hami_row_runs_under_the_limits_the_contract_says``.
 
 A pod that cannot be placed has a FailedScheduling event whose text is the pod
 condition's, whole (kube-scheduler formats the event with the reason as format string).
@@ -33,23 +34,23 @@ from kubernetes import client as k8s
 
 from arkgpu.k8s import contract
 from arkgpu.k8s import hami_compat as hc
-from arkgpu.k8s.deviceplugin.allocating import region_key
-from arkgpu.limiter.region import read_limits
-from k8s.device_manager import PodSpec
-from k8s.kubelet_emulator import KubeletEmulator
 
 from .controlplane import ExtenderPlane
 from .extender_helpers import GROUP_LABEL, ExtenderProcess
-from .hami_pods import UUID_USED, example, row_id, rows
+from .hami_pods import example, placed_rows, row_id, rows
 from .nodes import create_gpu_node, wait_for
-from .plugin_helpers import WAIT_S, running_plugin
 from .webhook_helpers import refusal, registered, running_webhook
 
 BIND_TIMEOUT_S = 120.0
 """One pod through scheduler, extender and bind on a loaded 2-core machine (a retry after
 the previous pod's release included)."""
 DENIED = 'admission webhook "validate.arkgpu.io" denied the request: '
-MIB = 1 << 20
+DELETE_WAIT_S = 60.0
+"""Bound for a pod deleted with grace 0 to leave the API server (no kubelet runs here)."""
+GPU_MIB = 8192
+"""Memory of each of the node's two fake GPUs here."""
+FAKE_MODEL = "ArkGPU Fake GPU"
+"""The fake NVML's product name (the use-gputype example asks for ``fake``)."""
 
 
 @dataclass(frozen=True)
@@ -60,15 +61,13 @@ class Cluster:
     namespace: str
     node: str
     group: str
-    kubelet: KubeletEmulator
-    regions: Path
 
 
 @pytest.fixture(scope="module")
 def cluster(
     extender_plane: ExtenderPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    """Webhook (chart defaults), extender and device plugin for one fresh node."""
+    """Webhook (chart defaults) and extender for one fresh node with two fake GPUs."""
     with ExitStack() as stack:
         api = stack.enter_context(extender_plane.plane.api_client())
         core = k8s.CoreV1Api(api)
@@ -79,25 +78,17 @@ def cluster(
             namespace, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name="default"))
         )
         create_gpu_node(api, node, gpus=20)
-        core.patch_node(node, {"metadata": {"labels": {GROUP_LABEL: group}}})
-        kubelet, regions = stack.enter_context(
-            running_plugin(extender_plane.plane.admin_kubeconfig, node)
-        )
+        gpus = tuple(contract.InventoryGpu(i, f"GPU-fake-{i}", FAKE_MODEL, GPU_MIB) for i in (0, 1))
+        notes = {contract.ANNOTATION_INVENTORY: contract.NodeInventory(gpus).to_json()}
+        core.patch_node(node, {"metadata": {"labels": {GROUP_LABEL: group}, "annotations": notes}})
         hook = stack.enter_context(
             running_webhook(extender_plane.plane, Path(tmp_path_factory.mktemp("hami-webhook")))
         )
         stack.enter_context(registered(api, hook, namespace))
-        wait_for(lambda: _inventory(api, node), WAIT_S, "the plugin's inventory")
-        kubelet.wait(lambda: kubelet.endpoints and kubelet.devices(), WAIT_S, "registration")
         extender = ExtenderProcess(extender_plane)
         extender.start()
         stack.callback(extender.kill)
-        yield Cluster(api, namespace, node, group, kubelet, regions)
-
-
-def _inventory(api: k8s.ApiClient, node: str) -> str | None:
-    notes = k8s.CoreV1Api(api).read_node(node).metadata.annotations or {}
-    return notes.get(contract.ANNOTATION_INVENTORY)
+        yield Cluster(api, namespace, node, group)
 
 
 def _body(row: hc.Row, name: str, group: str) -> dict[str, Any]:
@@ -171,7 +162,7 @@ def _delete(cluster: Cluster, name: str) -> None:
         names = [p.metadata.name for p in core.list_namespaced_pod(cluster.namespace).items]
         return True if name not in names else None
 
-    wait_for(gone, WAIT_S, f"{name} deleted")
+    wait_for(gone, DELETE_WAIT_S, f"{name} deleted")
 
 
 @pytest.mark.parametrize("row", rows(hc.Behaviour.WARNED), ids=row_id)
@@ -188,39 +179,9 @@ def test_warned_rows_are_admitted_with_the_warning_and_placed(
         _delete(cluster, name)
 
 
-# Per supported row: (uuid or None for any, share_bp, memory MiB) of each GPU assigned, and
-# the limits the container gets (share_bp, memory caps MiB). The fake GPUs have 8192 MiB.
-WHOLE = ([(None, 10_000, 0)], (10_000, (None,)))
-PLACED: dict[tuple[str, str], tuple[list[tuple[str | None, int, int]], tuple[int, Any]]] = {
-    ("nvidia.com/gpu", hc.ANY): WHOLE,
-    ("nvidia.com/gpumem", hc.ANY): ([(None, 2000, 3000)], (2000, (3000,))),
-    ("nvidia.com/gpumem-percentage", hc.ANY): ([(None, 2000, 2048)], (2000, (2048,))),
-    ("nvidia.com/gpucores", hc.ANY): ([(None, 3000, 2457)], (3000, (2457,))),
-    ("nvidia.com/gpumem without nvidia.com/gpucores", hc.ANY): (
-        [(None, 2500, 2048)],
-        (10_000, (2048,)),  # compute not capped, as in HAMi
-    ),
-    ("nvidia.com/gpucores without nvidia.com/gpumem", hc.ANY): (
-        [(None, 4000, 3276)],
-        (4000, (3276,)),
-    ),
-    ("nvidia.com/gpu above 1 with a part of each GPU", hc.ANY): (
-        [("GPU-fake-0", 3000, 1000), ("GPU-fake-1", 3000, 1000)],
-        (3000, (1000, 1000)),
-    ),
-    (hc.RESOURCE_PRIORITY, "1"): ([(None, 1000, 819)], (1000, (819,))),
-    ("nvidia.com/use-gputype", hc.ANY): ([(None, 1000, 819)], (1000, (819,))),
-    ("nvidia.com/nouse-gputype", hc.ANY): ([(None, 1000, 819)], (1000, (819,))),
-    (hc.ANNOTATION_USE_GPUUUID, hc.ANY): ([(UUID_USED, 1000, 819)], (1000, (819,))),
-    (hc.ANNOTATION_NOUSE_GPUUUID, hc.ANY): ([(UUID_USED, 1000, 819)], (1000, (819,))),
-    (hc.ANNOTATION_VGPU_MODE, "hami-core"): ([(None, 1000, 819)], (1000, (819,))),
-    (hc.ENV_CORE_POLICY, "default, force"): ([(None, 1000, 819)], (1000, (819,))),
-}
-
-
 def test_every_supported_row_has_its_expected_placement() -> None:
     assert {(r.field, r.value) for r in rows(hc.Behaviour.SAME, hc.Behaviour.DIFFERENT)} == set(
-        PLACED
+        placed_rows(GPU_MIB)
     )
 
 
@@ -232,7 +193,7 @@ def test_supported_rows_are_placed_and_limited_as_the_contract_says(
     assert _create(cluster, _body(row, name, cluster.group)) == []
     try:
         pod = _bound(cluster, name)
-        gpus, (share, caps) = PLACED[(row.field, row.value)]
+        gpus, _ = placed_rows(GPU_MIB)[(row.field, row.value)]
         stored = pod["spec"]["containers"][0]["resources"]["limits"]
         assert hc.RESOURCE_PRIORITY not in stored  # removed (row priority 1), never added
         assert contract.ANNOTATION_QOS not in pod["metadata"]["annotations"]  # no class added
@@ -240,20 +201,7 @@ def test_supported_rows_are_placed_and_limited_as_the_contract_says(
         got = [(g["uuid"], g["share_bp"], g["memory_mib"]) for g in placed["gpus"]]
         want = [(u or got[0][0], s, m) for u, s, m in gpus]
         assert got == want
-        spec = PodSpec(cluster.namespace, name, (("main", len(gpus)),))
-        devices = cluster.kubelet.admit_pod(spec)["main"]
-        cluster.kubelet.start_container(spec, "main")
-        region = cluster.regions / region_key(devices)
-        limits = read_limits(region)
-        assert limits.share_bp == share
-        assert limits.memory_bytes == tuple(c * MIB if c else None for c in caps)
-        description = json.loads((region / "pod.json").read_text())
-        assert description["elastic"] is False  # a HAMi pod: the node runtime keeps its cap
-        assert (description["namespace"], description["pod"]) == (cluster.namespace, name)
-        index = {g["uuid"]: g["index"] for g in placed["gpus"]}
-        assert description["gpus"] == [index[u] for u in sorted(index)]
     finally:
-        cluster.kubelet.manager.remove((cluster.namespace, name))
         _delete(cluster, name)
 
 

@@ -19,11 +19,14 @@ from typing import Any
 import pytest
 
 from arkgpu.k8s import contract
+from arkgpu.k8s import hami_compat as hc
 from arkgpu.k8s.deviceplugin.allocating import OWNER_KEY
 from arkgpu.k8s.deviceplugin.containers import POD_FILE
 from arkgpu.limiter.region import Limits, read_limits
 from arkgpu.node.pods import PodSpec, read_pod
 
+from .chart_pods import wait_region
+from .hami_pods import example, placed_rows, row_id, rows
 from .node_chart import (
     MANIFESTS,
     Chart,
@@ -33,6 +36,7 @@ from .node_chart import (
 )
 from .node_gpu_pods import MIB, get_pod, new_namespace, report, wait_output
 from .node_images import WORKLOAD_IMAGE, build_workload_image
+from .node_pods import apply_manifest
 from .node_runtime import ctr
 from .processes import ControlPlaneError
 from .realnode import RealNode
@@ -180,3 +184,44 @@ def test_pods_written_for_hami_go_through_webhook_extender_and_device_plugin(
     assert _assignment(lc)["gpus"][0]["memory_mib"] == 2000
     _, described = _region(lc["metadata"]["uid"])
     assert (described.kind, described.model, described.target_ms) == ("lc", "resnet50", 200.0)
+
+
+SUPPORTED = rows(hc.Behaviour.SAME, hc.Behaviour.DIFFERENT)
+"""The HAMi contract's rows a pod keeps working with (:mod:`arkgpu.k8s.hami_compat`)."""
+GPU_MIB = 16384
+"""Memory of each of the real node's fake GPUs (``FakeGpuConfig.memory_mib``)."""
+
+
+@pytest.mark.parametrize("row", SUPPORTED, ids=row_id)
+def test_each_supported_hami_row_runs_under_the_limits_the_contract_says(
+    chart: Chart, namespace: str, row: hc.Row, tmp_path: Path
+) -> None:
+    """The row's example pod (:mod:`.hami_pods`, as HAMi's users write it), applied with
+    ``kubectl apply -f``: the webhook keeps it a HAMi pod (no class added, the priority
+    resource removed), the extender places it as the contract says, and its container
+    starts with the region the device plugin gave it: the share and a cap per GPU, and a
+    ``pod.json`` that keeps the node runtime off its share."""
+    node = chart.node
+    body = {"apiVersion": "v1", "kind": "Pod", **example(row).pod("row")}
+    body["spec"]["terminationGracePeriodSeconds"] = 0
+    container = body["spec"]["containers"][0]
+    container.update(image=WORKLOAD_IMAGE, imagePullPolicy="Never",
+                     command=["/bin/sh", "-c", "exec sleep 3600"])  # fmt: skip
+    apply_manifest(node, namespace, body, tmp_path)
+    region = REGIONS / wait_region(namespace, "row")
+    pod = get_pod(node, namespace, "row")
+    gpus, (share, caps) = placed_rows(GPU_MIB)[(row.field, row.value)]
+    assert hc.RESOURCE_PRIORITY not in pod["spec"]["containers"][0]["resources"]["limits"]
+    assert contract.ANNOTATION_QOS not in pod["metadata"]["annotations"]
+    placed = json.loads(pod["metadata"]["annotations"][contract.ANNOTATION_ASSIGNMENT])
+    got = [(g["uuid"], g["share_bp"], g["memory_mib"]) for g in placed["gpus"]]
+    assert got == [(u or got[0][0], s, m) for u, s, m in gpus]
+    limits = read_limits(region)
+    assert limits.share_bp == share
+    assert limits.memory_bytes == tuple(c * MIB if c else None for c in caps)
+    description = json.loads((region / POD_FILE).read_text(encoding="utf-8"))
+    assert description["elastic"] is False
+    index = {g["uuid"]: g["index"] for g in placed["gpus"]}
+    assert description["gpus"] == [index[u] for u in sorted(index)]
+    node.kubectl("delete", "pod", "row", "-n", namespace, "--grace-period=0", "--force",
+                 "--wait=true")  # fmt: skip
