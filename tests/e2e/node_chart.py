@@ -86,6 +86,15 @@ class Chart:
         got = self.node.kubectl("get", "pods", "-n", NAMESPACE, "-o", "json")
         return list(json.loads(got)["items"])
 
+    def uninstall(self, wait_s: float) -> None:
+        """``helm uninstall --wait``, then wait until no pod of the release is left (fails the
+        test with their names after ``wait_s``)."""
+        self.run("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait")
+        deadline = time.monotonic() + wait_s
+        while self.pods():
+            assert time.monotonic() < deadline, [p["metadata"]["name"] for p in self.pods()]
+            time.sleep(1.0)
+
 
 def _ready(pod: dict[str, Any]) -> bool:
     statuses = pod.get("status", {}).get("containerStatuses") or []

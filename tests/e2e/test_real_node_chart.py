@@ -309,11 +309,7 @@ def test_helm_uninstall_leaves_the_node_as_it_was(chart: Chart) -> None:
     while regions():
         assert time.monotonic() < deadline, f"regions never removed: {regions()}"
         time.sleep(1.0)
-    chart.run("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait")
-    deadline = time.monotonic() + UNINSTALL_WAIT_S
-    while chart.pods():
-        assert time.monotonic() < deadline, [p["metadata"]["name"] for p in chart.pods()]
-        time.sleep(1.0)
+    chart.uninstall(UNINSTALL_WAIT_S)
     assert regions() == []
     assert node_host.mounts_under(list(HOST_PATHS)) == []
     sockets = sorted(p.name for p in PLUGIN_DIR.iterdir() if p.is_socket())

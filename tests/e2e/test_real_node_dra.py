@@ -27,7 +27,7 @@ import yaml
 from arkgpu.k8s.dra.config import DRIVER_NAME
 from arkgpu.limiter.region import read_limits
 
-from .node_chart import NAMESPACE, RELEASE, Chart, build_arkgpu_image, build_scheduler_image
+from .node_chart import NAMESPACE, Chart, build_arkgpu_image, build_scheduler_image
 from .node_dra import DRA_SELECTOR, REGIONS, VALUES, chart_with_dra, claim_pod, output
 from .node_gpu_pods import MIB, apply_all, get_pod, new_namespace, report
 from .node_images import build_workload_image
@@ -321,11 +321,7 @@ def test_helm_uninstall_leaves_no_region_cdi_spec_or_plugin_socket(
     while _left(node)["regions"] or _left(node)["cdi"]:
         assert time.monotonic() < deadline, _left(node)
         time.sleep(1.0)
-    chart.run("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait")
-    deadline = time.monotonic() + CLEANUP_WAIT_S
-    while chart.pods():
-        assert time.monotonic() < deadline, [p["metadata"]["name"] for p in chart.pods()]
-        time.sleep(1.0)
+    chart.uninstall(CLEANUP_WAIT_S)
     assert _left(node) == {"regions": [], "cdi": [], "sockets": []}
     deadline = time.monotonic() + SLICE_WIPE_WAIT_S
     while f"{node.name}-{DRIVER_NAME}" in _slices(node):

@@ -40,10 +40,10 @@ def _region(root: Path, spec: PodSpec, share_bp: int) -> Path:
     return region
 
 
-def _runtime(root: Path, predictor: Predictor) -> NodeRuntime:
+def _runtime(root: Path, predictor: Predictor, gpus: tuple[int, ...] = (0,)) -> NodeRuntime:
     config = NodeConfig(regions_dir=root, nvml=False, scan_every=1)
     controller = NodeController(ShareSizer(predictor), ControlConfig(config.adjustment))
-    return NodeRuntime(config, controller, [0])
+    return NodeRuntime(config, controller, list(gpus))
 
 
 def test_adopts_writes_shares_caps_and_links_the_lender(
@@ -173,9 +173,7 @@ def test_a_pod_on_two_gpus_is_held_on_both(tmp_path: Path, predictor: Predictor)
     pair = PodSpec("pair", "be", 0, "unknown", gpus=(0, 1), elastic=False)
     _region(tmp_path, pair, 3000)
     be = _region(tmp_path, replace(BE, gpu=1), 1000)
-    config = NodeConfig(regions_dir=tmp_path, nvml=False, scan_every=1)
-    controller = NodeController(ShareSizer(predictor), ControlConfig(config.adjustment))
-    runtime = NodeRuntime(config, controller, [0, 1])
+    runtime = _runtime(tmp_path, predictor, (0, 1))
     runtime.start()
     for _ in range(3):
         runtime.tick()
@@ -192,9 +190,7 @@ def test_a_share_change_keeps_the_caps_of_every_gpu_of_the_container(
     region = create_region(tmp_path / "two", Limits((2048 << 20, 3072 << 20), 2000))
     write_pod(region, spec)
     attach(region / USAGE_FILE, os.getpid())
-    config = NodeConfig(regions_dir=tmp_path, nvml=False, scan_every=1)
-    controller = NodeController(ShareSizer(predictor), ControlConfig(config.adjustment))
-    runtime = NodeRuntime(config, controller, [0, 1])
+    runtime = _runtime(tmp_path, predictor, (0, 1))
     runtime.start()
     for _ in range(3):
         runtime.tick()
