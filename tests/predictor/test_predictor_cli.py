@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,38 @@ def test_fit_takes_several_profile_sets_and_eval_breaks_level2_down(
     assert set(report["level2_breakdown"]["corunners"]["no-interference"]) <= {
         f"{n} co-runner" + ("" if n == 1 else "s") for n in range(1, 5)
     }
+
+
+def test_eval_repeats_pools_random_splits_and_refuses_other_splits(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--repeats 2`` titles the tables with both seeds and gives each interval bin the
+    lowest and highest coverage of the two splits; with a split that ignores the seed it is
+    a one-line error naming the option."""
+    from arkgpu.traces.profiles import default_profile_dir  # noqa: PLC0415
+
+    args = [
+        "predictor",
+        "eval",
+        "--profiles",
+        str(default_profile_dir()),
+        "--gpu",
+        "V100",
+        "--repeats",
+        "2",
+    ]
+    assert main([*args, "--seed", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "split random (seeds 5-6)" in out
+    assert "lowest - highest of the 2 splits" in out
+    row = next(line for line in out.splitlines() if "strength <1.10" in line)
+    assert re.search(r"\d+\.\d\d% - \d+\.\d\d%", row), row
+    code = main([*args, "--split", "leave-one-model-out"])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert "--repeats" in err
+    assert "leave-one-model-out" in err
 
 
 def test_bench_times_level2_for_repeated_and_unseen_workloads(

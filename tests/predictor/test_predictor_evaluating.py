@@ -78,3 +78,38 @@ def test_summary_drops_unpredictable_points_and_unknown_split_raises() -> None:
     assert summarise([]).mape_pct is None
     with pytest.raises(ValueError, match="unknown split"):
         evaluate([], [], "by-moon-phase")
+
+
+def test_repeats_pool_the_random_splits_and_report_each_bins_spread(
+    igniter: tuple[list[SoloRecord], list[PairRecord]],
+) -> None:
+    """``repeats=2`` from seed 3 scores exactly what seeds 3 and 4 score one by one: the
+    counts add up, the pooled coverage is their weighted mean, and each bin's lowest and
+    highest coverage are those of the two splits (bins of at least 30 targets in each)."""
+    solo, pairs = igniter
+    singles = [evaluate(solo, pairs, "random", seed=s) for s in (3, 4)]
+    pooled = evaluate(solo, pairs, "random", seed=3, repeats=2)
+    assert (pooled.repeats, pooled.folds) == (2, 2)
+    assert pooled.level2.count == sum(one.level2.count for one in singles) > 0
+    assert pooled.level1.count == sum(one.level1.count for one in singles)
+    for name, cover in pooled.level2_coverage["strength"].items():
+        parts = [one.level2_coverage["strength"][name] for one in singles]
+        assert cover.count == sum(p.count for p in parts)
+        inside = sum(p.coverage * p.count for p in parts)  # type: ignore[operator]
+        assert cover.coverage == pytest.approx(inside / cover.count)
+        assert all(p.count >= 30 for p in parts)  # iGniter's two bins hold ~150 each
+        assert (cover.lowest, cover.highest) == (
+            min(p.coverage for p in parts),  # type: ignore[type-var]
+            max(p.coverage for p in parts),  # type: ignore[type-var]
+        )
+        assert singles[0].level2_coverage["strength"][name].lowest is None
+    assert pooled.to_dict()["repeats"] == 2
+
+
+def test_repeats_of_a_split_that_ignores_the_seed_are_refused() -> None:
+    """Repeating leave-one-model-out would score the same folds twice; repeats < 1 scores
+    nothing: both are errors that say why."""
+    with pytest.raises(ValueError, match="holds out the same records whatever the seed"):
+        evaluate([], [], "leave-one-model-out", repeats=2)
+    with pytest.raises(ValueError, match="repeats must be at least 1"):
+        evaluate([], [], "random", repeats=0)

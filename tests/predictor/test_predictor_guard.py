@@ -38,14 +38,22 @@ SETS = ("V100", "A100-80GB")
 """The shipped profile sets with co-located measurements: iGniter's pairs, ParvaGPU's groups."""
 
 
+RANDOM_REPEATS = 10
+"""Random splits pooled (seeds 0-9, as docs/BENCHMARKS.md): one split's bin of ~120
+held-out targets moves by +-4 points from seed to seed."""
+
+
 @cache
 def _report(gpu: str, split: str) -> dict:  # type: ignore[type-arg]
-    """Held-out report on one set (``gpu``), or on both fitted together (``both``)."""
+    """Held-out report on one set (``gpu``), or on both fitted together (``both``); the
+    random split pooled over :data:`RANDOM_REPEATS` seeds."""
     directory = default_profile_dir()
     gpus = SETS if gpu == "both" else (gpu,)
     solo = [r for r in load_solo_profiles(directory) if r.gpu in gpus]
     groups = [*load_pair_profiles(directory), *load_mps_profiles(directory)]
-    return evaluate(solo, [g for g in groups if g.gpu in gpus], split).to_dict()
+    repeats = RANDOM_REPEATS if split == "random" else 1
+    chosen = [g for g in groups if g.gpu in gpus]
+    return evaluate(solo, chosen, split, repeats=repeats).to_dict()
 
 
 def _counted(report: dict, name: str) -> dict:  # type: ignore[type-arg]
@@ -74,23 +82,20 @@ def test_guarded_level2_is_never_worse_than_no_interference_in_any_bin(
 @pytest.mark.parametrize("split", ["random", "leave-one-model-out"])
 def test_level2_intervals_cover_held_out_targets_per_bin(gpu: str, split: str) -> None:
     """Issue 35: the 90% intervals hold 85-95% of the held-out targets in each bin of at
-    least 30 (measured 88.79-94.46% but for one bin below, binned by measured strength;
-    iGniter's mild bin under leave-one-model-out was 95.02% when the guard binned by the
-    slowdown over level 1). One case keeps 95.5: both sets fitted together, the random
-    split's 1.10-1.25 bin holds 95.08% (116 of 122) at seed 0, while seeds 1-4 give
-    89.8 / 95.1 / 92.8 / 86.4% with the same rule (a bin of ~120 held-out targets varies
-    by +-4 points between seeds; the training folds' cross-validation holds 90.2% of that
-    bin, docs/studies/predictor.md). 95.5 still fails the 97-98% of a level chosen on too
-    few folds. A zero-width or unguarded interval holds far fewer, an unbounded one all.
-    ParvaGPU's random split has no bin of 30 (65 targets): only its kinds are checked."""
+    least 30, leave-one-model-out (measured 88.79-94.46%) and the random split pooled over
+    seeds 0-9 (measured 85.04-94.35%; the lowest, both sets' >= 2.00 bin, is 199 of 234
+    targets: one target fewer inside fails). One random split's bin of ~120 targets held
+    86.4-95.1% over seeds 0-4 (docs/studies/predictor.md), hence the pooling. A zero-width
+    or unguarded interval holds far fewer, an unbounded one all."""
     report = _report(gpu, split)
     coverage = report["level2_coverage"]["strength"]
-    upper = 0.955 if (gpu, split) == ("both", "random") else 0.95
-    for b in (b for b in coverage.values() if b["count"] >= MIN_BIN_TARGETS):
-        assert 0.85 <= b["coverage"] <= upper, b
+    counted = [b for b in coverage.values() if b["count"] >= MIN_BIN_TARGETS]
+    assert counted
+    for b in counted:
+        assert 0.85 <= b["coverage"] <= 0.95, b
     kind = "new-pair" if split == "leave-one-model-out" else "measured-pair"
     assert set(report["level2_coverage"]["kind"]) == {kind}
-    assert 0.7 <= report["level2_coverage"]["kind"][kind]["coverage"] <= 0.98
+    assert 0.85 <= report["level2_coverage"]["kind"][kind]["coverage"] <= 0.95
 
 
 def _clustered(units: int, offset: float, rng: np.random.Generator) -> tuple:  # type: ignore[type-arg]

@@ -27,7 +27,8 @@ from arkgpu.cli.predictor_sure import calibrated, register_confidence
 from arkgpu.cli.tables import Column, console, label, make_table
 from arkgpu.model.gpus import REFERENCE_GPU
 from arkgpu.predictor import Predictor, default_predictor
-from arkgpu.predictor.evaluating import GUARDED, ErrorSummary, Evaluation, evaluate
+from arkgpu.predictor.breakdown import MIN_BIN_TARGETS
+from arkgpu.predictor.evaluating import GUARDED, SEEDED_SPLITS, ErrorSummary, Evaluation, evaluate
 from arkgpu.predictor.plotting import plot_evaluation, plot_latency_vs_share, share_table
 from arkgpu.predictor.splitting import SPLITS
 from arkgpu.predictor.timing import time_predictor
@@ -67,6 +68,14 @@ def register(subparsers: Any) -> None:
         help=f"how records are held out: one of {', '.join(sorted(SPLITS))} (default: random)",
     )
     seed_option(ev, 0, "seed of the random split")
+    ev.add_argument(
+        "--repeats",
+        metavar="N",
+        type=integer(1),
+        default=1,
+        help="pool N random splits, seeds N0 .. N0+N-1 where N0 is --seed, and show each "
+        "interval bin's lowest and highest coverage among them (random split only; default: 1)",
+    )
     json_option(ev, "the report")
     plot_option(ev, "the errors as a bar chart")
     ev.add_argument(
@@ -181,6 +190,8 @@ def run_fit(args: argparse.Namespace) -> int:
 
 def run_eval(args: argparse.Namespace) -> int:
     """Evaluate on the chosen split and print a table or JSON."""
+    if args.repeats > 1 and args.split not in SEEDED_SPLITS:
+        raise CliError(f"--repeats: split {args.split!r} holds out the same records every time")
     profiles = load_profiles(args)
     slopes = None
     if args.igniter_config:
@@ -198,6 +209,7 @@ def run_eval(args: argparse.Namespace) -> int:
             profiles.groups,
             args.split,
             seed=args.seed,
+            repeats=args.repeats,
             on_fold=step,
             published_l2_slopes=slopes,
         )
@@ -217,7 +229,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def _eval_table(result: Evaluation) -> Table:
     table = make_table(
-        f"held-out error, split {result.split} (seed {result.seed})",
+        f"held-out error, split {result.split} ({_seeds(result)})",
         (
             label("level"),
             label("predictor"),
@@ -264,18 +276,32 @@ def _breakdown_table(result: Evaluation, by: str, title: str) -> Table:
 
 
 def _coverage_table(result: Evaluation) -> Table:
-    """Share of held-out targets inside level 2's 90% interval, per strength bin and kind."""
+    """Share of held-out targets inside level 2's 90% interval, per strength bin and kind
+    (with the lowest and highest of the repeats when several were pooled)."""
+    spread = result.repeats > 1
+    columns = [label("bin"), Column("inside")]
+    if spread:
+        columns.append(Column(f"lowest - highest of the {result.repeats} splits"))
     table = make_table(
-        f"level-2 90% intervals, split {result.split}: held-out targets inside (n)",
-        (label("bin"), Column("inside")),
-        na="no held-out target in this bin",
+        f"level-2 90% intervals, split {result.split} ({_seeds(result)}): held-out targets "
+        "inside (n)",
+        tuple(columns),
+        na="no held-out target in this bin"
+        + (f"; range: no split with {MIN_BIN_TARGETS} in the bin" if spread else ""),
     )
     for by, bins in result.level2_coverage.items():
         for name, cover in bins.items():
-            table.add_row(
-                f"{by} {name}", f"{figures.percent(_pct(cover.coverage))} ({cover.count})"
-            )
+            cells = [f"{figures.percent(_pct(cover.coverage))} ({cover.count})"]
+            if spread:
+                ends = (figures.percent(_pct(cover.lowest)), figures.percent(_pct(cover.highest)))
+                cells.append("n/a" if cover.lowest is None else " - ".join(ends))
+            table.add_row(f"{by} {name}", *cells)
     return table
+
+
+def _seeds(result: Evaluation) -> str:
+    last = result.seed + result.repeats - 1
+    return f"seed {result.seed}" if result.repeats == 1 else f"seeds {result.seed}-{last}"
 
 
 def _pct(fraction: float | None) -> float | None:

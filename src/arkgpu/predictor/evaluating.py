@@ -25,6 +25,7 @@ from arkgpu.predictor.anchoring import pick_anchor
 from arkgpu.predictor.baselines import GbmLevel1, fit_igniter_linear, share_scaling
 from arkgpu.predictor.breakdown import bin_errors, corunner_label, strength_label, strength_labels
 from arkgpu.predictor.config import PredictorConfig
+from arkgpu.predictor.covering import Coverage, coverage_tables
 from arkgpu.predictor.groups import Group, Target, as_groups, group_targets
 from arkgpu.predictor.predicting import Predictor
 from arkgpu.predictor.splitting import SPLITS, Fold
@@ -68,25 +69,6 @@ GUARDED = "arkgpu guarded"
 shrunk where cross-validation did not trust it, :mod:`arkgpu.predictor.guarding`)."""
 
 
-@dataclass(frozen=True)
-class Coverage:
-    """How many held-out targets fell inside their 90% interval."""
-
-    coverage: float | None
-    """Fraction inside (None: no target)."""
-    count: int
-
-    @staticmethod
-    def of(inside: Sequence[float] | FloatArray) -> Coverage:
-        """The coverage of 0/1 flags."""
-        values = np.asarray(inside, dtype=np.float64)
-        return Coverage(float(values.mean()) if values.size else None, int(values.size))
-
-    def to_dict(self) -> dict[str, float | int | None]:
-        """JSON-ready values."""
-        return {"coverage": self.coverage, "count": self.count}
-
-
 @dataclass
 class Errors:
     """Absolute percentage errors collected over folds, by predictor name."""
@@ -103,6 +85,8 @@ class Errors:
     """Per level-2 error: the measured latency lies in the predictor's 90% interval."""
     kinds: list[str] = field(default_factory=list)
     """Per level-2 error: the kind of query (:data:`arkgpu.predictor.guarding.PAIR_KINDS`)."""
+    repeats: list[int] = field(default_factory=list)
+    """Per level-2 error: which repeat of the split it came from (0 for one)."""
 
     def add(self, table: dict[str, list[float]], name: str, values: FloatArray) -> None:
         table.setdefault(name, []).extend(values.tolist())
@@ -242,13 +226,16 @@ class Evaluation:
     """``strength`` and ``corunners``: level-2 predictor name -> bin label -> summary."""
     level2_coverage: dict[str, dict[str, Coverage]] = field(default_factory=dict)
     """``strength`` and ``kind``: bin label -> share of held-out targets inside the
-    predictor's 90% interval."""
+    predictor's 90% interval (pooled over repeats, with their lowest and highest)."""
+    repeats: int = 1
+    """Random splits pooled (seeds ``seed`` .. ``seed + repeats - 1``)."""
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready report: ``level1``, ``level2``, ``baselines`` and ``level2_breakdown``."""
         return {
             "split": self.split,
             "seed": self.seed,
+            "repeats": self.repeats,
             "folds": self.folds,
             "level1": self.level1.to_dict(),
             "level2": self.level2.to_dict(),
@@ -280,16 +267,8 @@ def _breakdown(errors: Errors) -> dict[str, dict[str, dict[str, ErrorSummary]]]:
     return {"strength": by_strength, "corunners": by_count}
 
 
-def _coverage(errors: Errors) -> dict[str, dict[str, Coverage]]:
-    """Share of held-out targets inside their interval, by strength bin and by kind."""
-    order = {label: i for i, label in enumerate(strength_labels())}
-    inside = [float(v) for v in errors.inside]
-    by_bin = bin_errors(inside, errors.strength, lambda r: strength_label(float(r)))  # type: ignore[arg-type]
-    by_kind = bin_errors(inside, errors.kinds, str)
-    return {
-        "strength": {k: Coverage.of(by_bin[k]) for k in sorted(by_bin, key=order.__getitem__)},
-        "kind": {k: Coverage.of(by_kind[k]) for k in sorted(by_kind)},
-    }
+SEEDED_SPLITS = frozenset({"random"})
+"""Splits whose folds depend on the seed (the only ones worth repeating)."""
 
 
 def evaluate(
@@ -298,6 +277,7 @@ def evaluate(
     split_name: str,
     *,
     seed: int = 0,
+    repeats: int = 1,
     config: PredictorConfig | None = None,
     on_fold: Callable[[int, int], None] | None = None,
     published_l2_slopes: dict[str, float] | None = None,
@@ -305,30 +285,31 @@ def evaluate(
     """Fit and score the predictor and its baselines on every fold of ``split_name``.
 
     ``pairs`` may mix pair records, MPS group records and groups
-    (:mod:`arkgpu.predictor.groups`). ``on_fold(done, total)`` is called after
-    each fold (progress display). ``published_l2_slopes`` (iGniter's k_l2 per
-    model, from :func:`arkgpu.traces.profiles_importing.load_igniter_l2_slopes`)
-    adds the ``igniter-published`` level-2 baseline: latency alone x (1 + k_l2 x
+    (:mod:`arkgpu.predictor.groups`). ``repeats`` > 1 (seeded splits only) pools
+    the folds of seeds ``seed`` .. ``seed + repeats - 1`` (Monte Carlo
+    cross-validation: every figure is over all their held-out records).
+    ``on_fold(done, total)`` is called after each fold (progress display).
+    ``published_l2_slopes`` (iGniter's k_l2 per model, from
+    :func:`arkgpu.traces.profiles_importing.load_igniter_l2_slopes`) adds the
+    ``igniter-published`` level-2 baseline: latency alone x (1 + k_l2 x
     co-runners' L2 %), iGniter's L2 term with its own coefficients (its
     idle-time and power/frequency terms are not modelled).
     """
-    try:
-        make_folds = SPLITS[split_name]
-    except KeyError:
-        raise ValueError(f"unknown split {split_name!r} (known: {', '.join(SPLITS)})") from None
-    folds = make_folds(solo, as_groups(pairs), seed)
+    folds = _repeated_folds(solo, as_groups(pairs), split_name, seed, repeats)
     errors = Errors()
     measured_alone = solo_lookup(solo)
-    for done, fold in enumerate(folds, start=1):
+    for done, (repeat, fold) in enumerate(folds, start=1):
         predictor = Predictor.fit(fold.solo_train, fold.pair_train, config)
-        _level1(fold, predictor, errors, seed)
+        _level1(fold, predictor, errors, seed + repeat)
         _level2(fold, predictor, errors, published_l2_slopes, measured_alone)
+        errors.repeats += [repeat] * (len(errors.inside) - len(errors.repeats))
         if on_fold is not None:
             on_fold(done, len(folds))
     baselines = {
         "level1": {k: summarise(v) for k, v in errors.baselines1.items()},
         "level2": {k: summarise(v) for k, v in errors.baselines2.items()},
     }
+    coverage = coverage_tables(errors.inside, errors.strength, errors.kinds, errors.repeats)
     return Evaluation(
         split_name,
         seed,
@@ -337,5 +318,24 @@ def evaluate(
         summarise(errors.level2),
         baselines,
         _breakdown(errors),
-        _coverage(errors),
+        coverage,
+        repeats,
     )
+
+
+def _repeated_folds(
+    solo: Sequence[SoloRecord], groups: Sequence[Group], split_name: str, seed: int, repeats: int
+) -> list[tuple[int, Fold]]:
+    """Every fold of ``repeats`` runs of the split, each with its repeat's index."""
+    try:
+        make_folds = SPLITS[split_name]
+    except KeyError:
+        raise ValueError(f"unknown split {split_name!r} (known: {', '.join(SPLITS)})") from None
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, not {repeats}")
+    if repeats > 1 and split_name not in SEEDED_SPLITS:
+        raise ValueError(
+            f"split {split_name!r} holds out the same records whatever the seed: "
+            f"only {', '.join(sorted(SEEDED_SPLITS))} can be repeated"
+        )
+    return [(r, f) for r in range(repeats) for f in make_folds(solo, groups, seed + r)]

@@ -88,7 +88,9 @@ def plot_evaluation(report: dict[str, Any], out: Path | str) -> None:
     axes.bar(x + 0.2, p90, width=0.4, label="p90 APE")
     axes.set_xticks(x, names, rotation=30, ha="right")
     axes.set_ylabel("held-out error (%)")
-    axes.set_title(f"split {report['split']}, seed {report['seed']} (measured profiles)")
+    seed, repeats = int(report["seed"]), int(report.get("repeats", 1))
+    seeds = f"seed {seed}" if repeats == 1 else f"seeds {seed}-{seed + repeats - 1}"
+    axes.set_title(f"split {report['split']}, {seeds} (measured profiles)")
     axes.legend()
     figure.tight_layout()
     figure.savefig(out, dpi=100)
