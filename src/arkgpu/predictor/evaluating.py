@@ -102,7 +102,7 @@ class Errors:
     inside: list[bool] = field(default_factory=list)
     """Per level-2 error: the measured latency lies in the predictor's 90% interval."""
     kinds: list[str] = field(default_factory=list)
-    """Per level-2 error: the kind of query (:data:`arkgpu.predictor.guarding.PAIR_KINDS`)."""
+    """Per level-2 error: the kind of query (:data:`arkgpu.predictor.confidence.PAIR_KINDS`)."""
 
     def add(self, table: dict[str, list[float]], name: str, values: FloatArray) -> None:
         table.setdefault(name, []).extend(values.tolist())
