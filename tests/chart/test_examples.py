@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from arkgpu.k8s import contract
+from arkgpu.k8s import contract, gpu_requests
 
 from .helm import REPO
 
@@ -45,7 +45,7 @@ def test_example_asks_with_the_contracts_names(path: Path) -> None:
     assert "schedulerName" not in pod["spec"]  # the webhook sets it
     for c in pod["spec"]["containers"]:
         limits = {k: str(v) for k, v in c["resources"]["limits"].items()}
-        request = contract.gpu_request(limits, f"{path.name} container {c['name']}")
+        request = gpu_requests.gpu_request(limits, f"{path.name} container {c['name']}")
         assert request.count == 1
         assert request.cores_percent is not None
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s
 
-from arkgpu.k8s import contract
+from arkgpu.k8s import contract, gpu_requests
 
 from . import bench_config as cfg
 from .bench_run import headline, run_benchmark, summarise
@@ -32,7 +32,7 @@ def test_nodes_and_pods_follow_the_contract() -> None:
     assert len({g.uuid for g in gpus}) == 8
     assert cfg.node_resources(settings)[contract.RESOURCE_GPU] == "80"
     limits = [cfg.pod_limits(settings, "extender", i) for i in range(8)]
-    requests = [contract.gpu_request(lim, f"pod {i}") for i, lim in enumerate(limits)]
+    requests = [gpu_requests.gpu_request(lim, f"pod {i}") for i, lim in enumerate(limits)]
     assert [r.cores_percent for r in requests] == [None, 25, 25, 25] * 2
     assert all(r.count == 1 for r in requests)
     assert all(cfg.pod_limits(settings, "stock", i) == {"nvidia.com/gpu": "1"} for i in range(8))

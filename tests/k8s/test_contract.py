@@ -14,12 +14,11 @@ from arkgpu.k8s.contract import (
     ANNOTATION_INVENTORY,
     AssignedGpu,
     ContractError,
-    GpuRequest,
     InventoryGpu,
     NodeInventory,
     PodAssignment,
-    gpu_request,
 )
+from arkgpu.k8s.gpu_requests import GpuRequest, gpu_request
 
 INVENTORY = NodeInventory(
     (

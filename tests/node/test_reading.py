@@ -4,7 +4,7 @@
 record and only the new latency entries; it must give the same
 :class:`~arkgpu.limiter.region.Usage` and samples as
 :func:`~arkgpu.limiter.region.read_usage` and
-:func:`~arkgpu.limiter.region.read_latencies`, and refuse the same bad bytes
+:func:`~arkgpu.limiter.latencies.read_latencies`, and refuse the same bad bytes
 with a :class:`~arkgpu.limiter.untrusted.RegionDataError`.
 """
 
@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 
 from arkgpu.limiter import layout, native
 from arkgpu.limiter.containers import FakeContainer
+from arkgpu.limiter.latencies import read_latencies
 from arkgpu.limiter.region import (
     USAGE_FILE,
     Limits,
     create_region,
-    read_latencies,
     read_usage,
     read_usage_file,
 )

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arkgpu.predictor import Predictor
+from arkgpu.predictor import Confidence, Predictor, Workload
 from arkgpu.predictor.intervals import Residual, calibrate, held_out_residuals
 from arkgpu.traces.profiles import default_profile_dir, load_solo_profiles
 
@@ -54,6 +54,22 @@ def test_unseen_gpu_and_new_model_are_unsure_with_wider_intervals(fitted: Predic
     extrapolated = fitted.confidence("resnet50", 64, 0.5, "V100")
     assert cross.upper_ratio > extrapolated.upper_ratio
     assert new.upper_ratio > extrapolated.upper_ratio
+
+
+def test_both_levels_answer_with_one_confidence_type(fitted: Predictor) -> None:
+    """Level 1 and level 2 answer with :class:`Confidence`; each is confident only for its
+    level's confident kind, and only a level-1 answer carries reasons in its JSON."""
+    alone = fitted.confidence("resnet50", 8, 0.5, "V100")
+    target = Workload("resnet50", 8, 0.5)
+    measured = fitted.pair_confidence(target, [Workload("vgg19", 8, 0.5)], "V100")
+    alexnet = Workload("alexnet", 8, 0.5)
+    unseen = fitted.pair_confidence(alexnet, [alexnet], "V100")
+    assert all(isinstance(a, Confidence) for a in (alone, measured, unseen))
+    kinds = [(a.kind, a.confident) for a in (alone, measured, unseen)]
+    assert kinds == [("measured-range", True), ("measured-pair", True), ("new-pair", False)]
+    level2 = ["latency_ms", "low_ms", "high_ms", "kind", "confident"]
+    assert list(alone.to_dict()) == [*level2, "reasons"]
+    assert list(measured.to_dict()) == list(unseen.to_dict()) == level2
 
 
 def test_saved_predictor_keeps_support_and_intervals(fitted: Predictor, tmp_path: Path) -> None:

@@ -30,7 +30,6 @@ from numpy.typing import NDArray
 from arkgpu.model.gpus import REFERENCE_GPU
 from arkgpu.predictor import Workload
 from arkgpu.predictor.confidence import Confidence
-from arkgpu.predictor.guarding import PairConfidence
 
 
 class PerformanceModel(Protocol):
@@ -249,7 +248,7 @@ class KnowsPairConfidence(Protocol):
 
     def pair_confidence(
         self, target: Workload, corunners: Sequence[Workload], gpu: str = ...
-    ) -> PairConfidence:
+    ) -> Confidence:
         """Co-located latency with its kind and interval."""
         ...
 

@@ -4,7 +4,8 @@ A region is a directory with two files (layout in ``native/arkgpu_region.h``):
 ``limits``, written here only and mapped read-only by the container, and
 ``usage``, written by the interception library in the container's processes.
 A best-effort container that borrows idle share also has ``lenders/<k>``, the
-usage file of lender k (:mod:`arkgpu.limiter.lending`).
+usage file of lender k (:mod:`arkgpu.limiter.lending`). The LC latency channel in
+``usage`` is read by :mod:`arkgpu.limiter.latencies`.
 """
 
 from __future__ import annotations
@@ -171,16 +172,6 @@ class Usage:
         """What the cap holds per GPU ordinal: requested bytes plus driver reserve."""
         reserved = self.reserved_bytes or (0,) * len(self.used_bytes)
         return tuple(u + r for u, r in zip(self.used_bytes, reserved, strict=True))
-
-
-@dataclass(frozen=True)
-class LatencySample:
-    """One latency reported through the LC latency channel."""
-
-    seq: int
-    t_ns: int
-    latency_ns: int
-    batch: int
 
 
 def _limits_struct(limits: Limits, generation: int) -> layout.LimitsStruct:
@@ -386,20 +377,3 @@ def usage_snapshot(u: layout.UsageStruct) -> Usage:
         batches_begun=int(u.inflight.begun),
         degraded={name: int(getattr(u, name)) for name in layout.DEGRADED_COUNTERS},
     )
-
-
-def read_latencies(directory: Path, after_seq: int = 0) -> list[LatencySample]:
-    """Complete latency samples with sequence number above ``after_seq``, oldest first.
-
-    Samples overwritten by newer ones (more than the ring's size behind the
-    head) are gone; an entry being written is skipped.
-    """
-    u = _read_usage_struct(directory)
-    head = int(u.lat_head)
-    first = max(after_seq, head - layout.LATENCY_SLOTS)
-    out = []
-    for ticket in range(first, head):
-        e = u.lat[ticket % layout.LATENCY_SLOTS]
-        if e.seq == ticket + 1:
-            out.append(LatencySample(int(e.seq), int(e.t_ns), int(e.latency_ns), int(e.batch)))
-    return out

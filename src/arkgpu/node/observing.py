@@ -1,7 +1,7 @@
 """A container's region read into what the control loop observes each period.
 
 For an LC container the runtime reads the latency samples reported since the
-last period (:func:`arkgpu.limiter.region.read_latencies`; each sample is one
+last period (:func:`arkgpu.limiter.latencies.read_latencies`; each sample is one
 request, or a batch of ``batch`` requests sharing a latency) and turns them into
 an :class:`~arkgpu.colocation.observations.LcObservation` through
 :func:`~arkgpu.colocation.observations.observe_lc`, as the simulator does. A

@@ -33,7 +33,8 @@ import struct
 from pathlib import Path
 
 from arkgpu.limiter import layout
-from arkgpu.limiter.region import LatencySample, ProcessUsage, Usage, process_usage
+from arkgpu.limiter.latencies import LatencySample
+from arkgpu.limiter.region import ProcessUsage, Usage, process_usage
 from arkgpu.limiter.untrusted import PID_MAX, RegionDataError, check_header
 
 _U = layout.UsageStruct
@@ -203,7 +204,7 @@ class UsageReader:
         """Complete samples with sequence number in (``after_seq``, ``head``], oldest first.
 
         ``head`` is the latency head of this period's :meth:`read`. As
-        :func:`arkgpu.limiter.region.read_latencies`: entries overwritten by newer
+        :func:`arkgpu.limiter.latencies.read_latencies`: entries overwritten by newer
         ones are gone, an entry being written (its sequence number not yet its
         ticket's) is skipped.
         """

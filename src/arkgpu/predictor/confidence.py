@@ -1,4 +1,4 @@
-"""How sure a level-1 prediction is: what supports it, and a calibrated interval around it.
+"""How sure a prediction is: what supports it, and a calibrated interval around it.
 
 Every (GPU, model) curve remembers the range of batches and shares it was
 fitted on (:class:`Support`). A query is one of four kinds:
@@ -20,6 +20,10 @@ Each kind has an interval, the 5th and 95th percentiles of
 ``log(measured / predicted)`` on held-out folds of that kind
 (:mod:`arkgpu.predictor.intervals` calibrates them and reports coverage).
 Only ``measured-range`` is confident.
+
+Level 2 answers with the same :class:`Confidence`, of one of :data:`PAIR_KINDS`
+(``measured-pair`` is confident; :mod:`arkgpu.predictor.guarding` calibrates
+their intervals). A level-2 answer gives no reasons.
 """
 
 from __future__ import annotations
@@ -31,7 +35,11 @@ from dataclasses import dataclass
 from arkgpu.traces.profiles import SoloRecord
 
 KINDS = ("measured-range", "extrapolated", "new-model", "cross-gpu")
-"""Kinds of query, most supported first."""
+"""Kinds of level-1 query, most supported first."""
+PAIR_KINDS = ("measured-pair", "new-pair")
+"""Kinds of level-2 query, the more supported first."""
+CONFIDENT_KINDS = (KINDS[0], PAIR_KINDS[0])
+"""The kind of each level whose predictions are confident."""
 SHARE_TOLERANCE = 1e-6
 """Shares closer than this to a measured bound count as inside it (float noise)."""
 
@@ -82,23 +90,26 @@ class Support:
 
 @dataclass(frozen=True, slots=True)
 class Confidence:
-    """A level-1 prediction with how sure it is."""
+    """A level-1 or level-2 prediction with how sure it is."""
 
     latency_ms: float
-    """The prediction (as :meth:`~arkgpu.predictor.Predictor.latency_ms`)."""
+    """The prediction (as :meth:`~arkgpu.predictor.Predictor.latency_ms`, or
+    :meth:`~arkgpu.predictor.Predictor.colocated_latency_ms` at level 2)."""
     low_ms: float
     """Lower end of the interval (nominal 90%, calibrated on held-out folds of this kind)."""
     high_ms: float
     """Upper end of the interval."""
     kind: str
-    """One of :data:`KINDS`."""
-    reasons: tuple[str, ...]
-    """Why the prediction is not confident; empty when it is."""
+    """One of :data:`KINDS` (level 1) or :data:`PAIR_KINDS` (level 2)."""
+    reasons: tuple[str, ...] = ()
+    """Why a level-1 prediction is not confident; empty when it is, and at level 2."""
 
     @property
     def confident(self) -> bool:
-        """Inside the measured ranges of a model profiled on this GPU."""
-        return self.kind == KINDS[0]
+        """Of its level's confident kind (:data:`CONFIDENT_KINDS`): inside the measured
+        ranges of a model profiled on this GPU (level 1), or every model combination of
+        the query measured in training (level 2)."""
+        return self.kind in CONFIDENT_KINDS
 
     @property
     def upper_ratio(self) -> float:
@@ -106,15 +117,17 @@ class Confidence:
         return max(1.0, self.high_ms / self.latency_ms)
 
     def to_dict(self) -> dict[str, object]:
-        """JSON-ready values."""
-        return {
+        """JSON-ready values (``reasons`` at level 1 only)."""
+        out: dict[str, object] = {
             "latency_ms": self.latency_ms,
             "low_ms": self.low_ms,
             "high_ms": self.high_ms,
             "kind": self.kind,
             "confident": self.confident,
-            "reasons": list(self.reasons),
         }
+        if self.kind in KINDS:
+            out["reasons"] = list(self.reasons)
+        return out
 
 
 def interval(

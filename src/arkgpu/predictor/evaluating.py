@@ -84,7 +84,7 @@ class Errors:
     inside: list[bool] = field(default_factory=list)
     """Per level-2 error: the measured latency lies in the predictor's 90% interval."""
     kinds: list[str] = field(default_factory=list)
-    """Per level-2 error: the kind of query (:data:`arkgpu.predictor.guarding.PAIR_KINDS`)."""
+    """Per level-2 error: the kind of query (:data:`arkgpu.predictor.confidence.PAIR_KINDS`)."""
     repeats: list[int] = field(default_factory=list)
     """Per level-2 error: which repeat of the split it came from (0 for one)."""
 

@@ -7,12 +7,13 @@ contended one it predicts a large slowdown where the real one is small, worse
 than assuming no interference at all (issue 35). So before the predictor
 trusts it, it checks it on its own training targets, out of fold:
 
-1. Out-of-fold slowdowns, one way per kind of level-2 query (:data:`PAIR_KINDS`):
-   ``measured-pair``, :data:`FOLDS` folds of the co-located groups at random
-   (the held-out targets' model combinations are mostly measured in the other
-   folds, as for a query about models measured together); ``new-pair``, one
-   fold per DNN model holding out every group with it (a model never measured
-   next to its co-runners, as leave-one-model-out).
+1. Out-of-fold slowdowns, one way per kind of level-2 query
+   (:data:`arkgpu.predictor.confidence.PAIR_KINDS`): ``measured-pair``, :data:`FOLDS`
+   folds of the co-located groups at random (the held-out targets' model
+   combinations are mostly measured in the other folds, as for a query about
+   models measured together); ``new-pair``, one fold per DNN model holding out
+   every group with it (a model never measured next to its co-runners, as
+   leave-one-model-out).
 2. Regions by the contention model's own predicted slowdown ``s`` (known
    before anything is measured), cut at the strength edges
    (:data:`arkgpu.predictor.breakdown.STRENGTH_EDGES`). Per (kind, region) the
@@ -70,10 +71,9 @@ from arkgpu.predictor.calibrating import (
     interval_ends,
     strength_bins,
 )
+from arkgpu.predictor.confidence import PAIR_KINDS, Confidence
 from arkgpu.predictor.pair_rows import PairRows, fit_level2, predict_rows
 
-PAIR_KINDS = ("measured-pair", "new-pair")
-"""Kinds of level-2 query, the more supported first."""
 POOLED_REGION = "*"
 """Region key of the answer over all of a kind's targets."""
 GPU_SEPARATOR = "|"
@@ -130,47 +130,14 @@ class Guard:
         return raw if found is None else 1.0 + found.weight * (raw - 1.0)
 
 
-@dataclass(frozen=True, slots=True)
-class PairConfidence:
-    """A level-2 prediction with how sure it is."""
-
-    latency_ms: float
-    """Co-located latency (as :meth:`~arkgpu.predictor.Predictor.colocated_latency_ms`)."""
-    low_ms: float
-    """Lower end of the interval (nominal 90%, calibrated out of fold)."""
-    high_ms: float
-    """Upper end of the interval."""
-    kind: str
-    """One of :data:`PAIR_KINDS`."""
-
-    @property
-    def confident(self) -> bool:
-        """Every model combination of the query was measured in training."""
-        return self.kind == PAIR_KINDS[0]
-
-    @property
-    def upper_ratio(self) -> float:
-        """``high_ms / latency_ms`` (>= 1)."""
-        return max(1.0, self.high_ms / self.latency_ms)
-
-    def to_dict(self) -> dict[str, object]:
-        """JSON-ready values."""
-        return {
-            "latency_ms": self.latency_ms,
-            "low_ms": self.low_ms,
-            "high_ms": self.high_ms,
-            "kind": self.kind,
-            "confident": self.confident,
-        }
-
-
 def pair_interval(
     latency_ms: float, kind: str, shrink: Shrink | None, widen: tuple[float, float]
-) -> PairConfidence:
-    """``latency_ms`` with ``shrink``'s interval (none: zero width) plus ``widen`` (log)."""
+) -> Confidence:
+    """``latency_ms`` of ``kind`` (one of :data:`PAIR_KINDS`) with ``shrink``'s interval (none:
+    zero width) plus ``widen`` (log)."""
     low, high = (0.0, 0.0) if shrink is None else (shrink.low, shrink.high)
     low, high = low + min(widen[0], 0.0), high + max(widen[1], 0.0)
-    return PairConfidence(latency_ms, latency_ms * math.exp(low), latency_ms * math.exp(high), kind)
+    return Confidence(latency_ms, latency_ms * math.exp(low), latency_ms * math.exp(high), kind)
 
 
 def _ape(predicted: FloatArray, measured: FloatArray) -> FloatArray:

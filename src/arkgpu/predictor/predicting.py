@@ -18,18 +18,12 @@ from numpy.typing import NDArray
 from arkgpu.model.arrays import FloatArray
 from arkgpu.model.gpus import REFERENCE_GPU, UnknownGpuModelError, gpu_model
 from arkgpu.predictor.anchoring import anchored_curve
-from arkgpu.predictor.confidence import Confidence, Support, interval
+from arkgpu.predictor.confidence import PAIR_KINDS, Confidence, Support, interval
 from arkgpu.predictor.config import PredictorConfig
 from arkgpu.predictor.curves import SoloCurve
 from arkgpu.predictor.fitting import fit_curves, fit_support, fit_utils
 from arkgpu.predictor.groups import Group, as_groups
-from arkgpu.predictor.guarding import (
-    PAIR_KINDS,
-    Guard,
-    PairConfidence,
-    fit_guard,
-    pair_interval,
-)
+from arkgpu.predictor.guarding import Guard, fit_guard, pair_interval
 from arkgpu.predictor.interference import Interference, Usage, feature_set_for
 from arkgpu.predictor.pair_rows import POOLED, build_rows, fit_level2, measured_alone
 from arkgpu.predictor.storing import read_predictor, write_predictor
@@ -281,7 +275,7 @@ class Predictor:
 
     def pair_confidence(
         self, target: Workload, corunners: Sequence[Workload], gpu: str = DEFAULT_GPU
-    ) -> PairConfidence:
+    ) -> Confidence:
         """Level 2 with how sure it is: co-located latency, its interval and kind.
 
         The interval is level 2's (calibrated out of fold, relative to level 1's

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from arkgpu.predictor.confidence import Support
+from arkgpu.predictor.confidence import PAIR_KINDS, Support
 from arkgpu.predictor.config import PredictorConfig
 from arkgpu.predictor.curves import PARAMETER_NAMES, SoloCurve
-from arkgpu.predictor.guarding import PAIR_KINDS, Guard, Shrink
+from arkgpu.predictor.guarding import Guard, Shrink
 from arkgpu.predictor.interference import FEATURE_NAMES, Interference
 from arkgpu.predictor.utilisation import UtilCurve
 

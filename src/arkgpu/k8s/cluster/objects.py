@@ -21,13 +21,11 @@ from arkgpu.k8s.contract import (
     ANNOTATION_INVENTORY,
     RESOURCE_GPU,
     ContractError,
-    GpuRequest,
     InventoryGpu,
     NodeInventory,
     PodAssignment,
-    gpu_request,
-    quantity,
 )
+from arkgpu.k8s.gpu_requests import GpuRequest, gpu_request, quantity
 
 MIB = 1024 * 1024
 FINISHED_PHASES = ("Succeeded", "Failed")

@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from arkgpu.k8s.contract import quantity as contract_quantity
 from arkgpu.k8s.dra.slices import CORES, MEMORY
+from arkgpu.k8s.gpu_requests import quantity as contract_quantity
 
 CONFIG_API_VERSION = "dra.arkgpu.io/v1alpha1"
 """``apiVersion`` of the driver's opaque configuration."""
@@ -96,7 +96,7 @@ def base_request(request: str) -> str:
 
 def quantity(text: str) -> float:
     """A Kubernetes Quantity (``6Gi``, ``5000Mi``, ``30``, ``500m``) as a number (ValueError:
-    :func:`arkgpu.k8s.contract.quantity`'s ContractError)."""
+    :func:`arkgpu.k8s.gpu_requests.quantity`'s ContractError)."""
     return float(contract_quantity(text, "quantity"))
 
 

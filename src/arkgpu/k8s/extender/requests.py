@@ -33,9 +33,9 @@ from arkgpu.k8s.contract import (
     QOS_CLASSES,
     QOS_LC,
     ContractError,
-    GpuRequest,
     PodAssignment,
 )
+from arkgpu.k8s.gpu_requests import GpuRequest
 from arkgpu.model.resources import MILLI_PER_GPU, LcAttributes, Pod
 
 NO_MODEL = "<no GPU model matches>"

@@ -40,7 +40,8 @@ from arkgpu.k8s.cluster.objects import PodInfo, read_pod
 from arkgpu.k8s.contract import ANNOTATION_ASSIGNMENT, ContractError
 from arkgpu.k8s.extender import wire
 from arkgpu.k8s.extender.metrics import ExtenderMetrics
-from arkgpu.k8s.extender.state import ClusterView, Placed
+from arkgpu.k8s.extender.placements import Placed
+from arkgpu.k8s.extender.state import ClusterView
 from arkgpu.k8s.extender.verdicts import Verdicts
 from arkgpu.k8s.jsonhttp import RequestError
 from arkgpu.model.cluster import PlacementError

@@ -27,7 +27,6 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
@@ -36,6 +35,7 @@ import numpy as np
 from arkgpu.k8s.cluster.objects import NodeInfo, PodInfo
 from arkgpu.k8s.contract import AssignedGpu, PodAssignment
 from arkgpu.k8s.extender.devices import DeviceCounts
+from arkgpu.k8s.extender.placements import Placed
 from arkgpu.k8s.extender.requests import adopted_pod, lc_attributes, model_pod, qos_of
 from arkgpu.k8s.extender.selecting import only_selected
 from arkgpu.k8s.extender.verdicts import Verdicts, rank_group
@@ -48,27 +48,6 @@ from arkgpu.placement.lc_placing import ShareSizing
 from arkgpu.placement.scheduling import Scheduler
 
 LOG = logging.getLogger(__name__)
-
-
-@dataclass
-class Placed:
-    """A pod counted in the scheduler's state."""
-
-    assignment: PodAssignment
-    """Where (node and GPUs, as the annotation says or will say)."""
-    writing: bool = False
-    """A bind is writing this placement to the API server (events leave it alone)."""
-    confirmed: bool = True
-    """The annotation is known to be on the pod; False after a write whose outcome is
-    unknown (the connection was cut): the next list or event about the pod settles it."""
-    pinned: bool = False
-    """A write of a bind to this node has no known outcome (a cut-off Binding may still
-    land): the pod stays on this node until it is seen bound or a bind here succeeds."""
-
-    @property
-    def stays(self) -> bool:
-        """The pod may go to this placement's node only."""
-        return self.pinned or not self.confirmed
 
 
 def _version(text: str) -> int | None:

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from arkgpu.k8s import contract
+from arkgpu.k8s import contract, gpu_requests
 from arkgpu.k8s.webhook.config import AdmissionDefaults
 from arkgpu.k8s.webhook.hami import priority_ops
 from arkgpu.k8s.webhook.pods import DEFAULT_SCHEDULER, ContainerView, PodView, gpu_containers
@@ -85,7 +85,7 @@ def _qos(pod: PodView, qos: str | None, done: list[str]) -> list[Op]:
 
 def _resources(
     container: ContainerView,
-    request: contract.GpuRequest,
+    request: gpu_requests.GpuRequest,
     defaults: AdmissionDefaults,
     done: list[str],
 ) -> list[Op]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-from arkgpu.k8s import contract
+from arkgpu.k8s import contract, gpu_requests
 from arkgpu.k8s.jsonhttp import RequestError
 
 CONTAINER_LISTS = ("initContainers", "containers")
@@ -44,9 +44,9 @@ class ContainerView:
         kind = "init container" if self.field == "initContainers" else "container"
         return f"{kind} {self.name!r}"
 
-    def gpu_request(self) -> contract.GpuRequest:
+    def gpu_request(self) -> gpu_requests.GpuRequest:
         """Its HAMi request (ContractError naming the container and the resource)."""
-        return contract.gpu_request(self.limits, self.label)
+        return gpu_requests.gpu_request(self.limits, self.label)
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,12 @@ any of ``nvidia.com/gpu``, ``gpumem``, ``gpumem-percentage`` or ``gpucores``:
 
 1. every such quantity is a whole number (``"50"``, or ``"3k"`` as the API
    server writes 3000 back; not ``"0.5"``, which it spells ``500m``, nor a binary
-   suffix such as ``4Gi``: :func:`arkgpu.k8s.contract.whole_count`);
+   suffix such as ``4Gi``: :func:`arkgpu.k8s.gpu_requests.whole_count`);
 2. memory or cores come with ``nvidia.com/gpu`` (how many GPUs they apply to);
 3. ``nvidia.com/gpu`` is at most ``max_gpu_count``;
 4. ``gpucores`` and ``gpumem-percentage`` are percentages, 1 to 100;
 5. ``gpumem`` is at least 1 MiB and at most the largest GPU's memory (when known);
-6. the contract's own parser (:func:`arkgpu.k8s.contract.gpu_request`, what the
+6. the contract's own parser (:func:`arkgpu.k8s.gpu_requests.gpu_request`, what the
    extender reads) accepts the limits.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from arkgpu.k8s import contract
+from arkgpu.k8s import contract, gpu_requests
 from arkgpu.k8s.webhook.pods import ContainerView
 
 
@@ -46,7 +46,7 @@ def container_problems(
     for name, value in container.limits.items():
         if name in contract.MANAGED_RESOURCES:
             try:
-                values[name] = contract.whole_count(value, name)
+                values[name] = gpu_requests.whole_count(value, name)
             except contract.ContractError:
                 message = f"{where}: {name} must be a whole number, got {value!r}"
                 malformed.append(Problem("quantity", message))

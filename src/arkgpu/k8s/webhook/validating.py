@@ -30,7 +30,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from arkgpu.k8s import contract
+from arkgpu.k8s import contract, gpu_requests
 from arkgpu.k8s.webhook.hami import hami_problems, hami_warnings
 from arkgpu.k8s.webhook.pods import ContainerView, PodView, gpu_containers
 from arkgpu.k8s.webhook.resources import Problem, container_problems, uses_gpu_resources
@@ -116,7 +116,9 @@ def gpu_container_problems(pod: PodView) -> list[Problem]:
 
 def _count(container: ContainerView) -> int | None:
     try:
-        return contract.whole_count(container.limits[contract.RESOURCE_GPU], contract.RESOURCE_GPU)
+        return gpu_requests.whole_count(
+            container.limits[contract.RESOURCE_GPU], contract.RESOURCE_GPU
+        )
     except (KeyError, contract.ContractError):
         return None  # malformed: container_problems names it
 
