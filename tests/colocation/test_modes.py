@@ -3,7 +3,6 @@
 import dataclasses
 
 import pytest
-from colocation_helpers import be, lc, tiny
 
 from arkgpu.colocation.observations import GpuObservations, LcObservation
 from arkgpu.colocation.sizing import LcDemand, ShareSizer
@@ -11,6 +10,7 @@ from arkgpu.sim.colocation.modes import ModeNotApplicableError, ModeOptions
 from arkgpu.sim.colocation.runtime import GpuRuntime, PodState
 from arkgpu.sim.colocation.simulating import CoLocationSim, RunOptions
 from arkgpu.sim.colocation.truth import GroundTruth
+from colocation.colocation_helpers import be, lc, tiny
 
 
 def _sim(scenario, mode, truth, sizer, options=None, *, seed=1):  # type: ignore[no-untyped-def]

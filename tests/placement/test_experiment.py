@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from placement_helpers import make_state
 
 from arkgpu.bench.placement_study import arrived_until
 from arkgpu.model.resources import MILLI_PER_GPU, Node, Pod
@@ -23,6 +22,7 @@ from arkgpu.sim.placing import (
     shuffle_and_tune,
 )
 from arkgpu.traces.openb import load_nodes, load_pods
+from placement.placement_helpers import make_state
 
 GOLDEN = Path(__file__).parent / "golden_small_trace.json"
 
