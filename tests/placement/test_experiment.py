@@ -183,6 +183,8 @@ def test_cpu_only_failures_are_counted_at_each_checkpoint() -> None:
     arrived = arrived_until(pods, 4 * MILLI_PER_GPU, config.seed, config.inflate)
     expected = sum(pod.num_gpu == 0 for pod in arrived)
     assert expected > 0
-    assert result.cpu_only_failed_at(100) == (expected, pytest.approx(64.0 * expected))
+    failed, cores = result.cpu_only_failed_at(100)
+    assert failed == expected
+    assert cores == pytest.approx(64.0 * expected)
     assert np.all(np.diff(result.cpu_only_failed) >= 0)
     assert result.pods_failed >= result.cpu_only_failed[-1]
