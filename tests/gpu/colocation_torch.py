@@ -377,7 +377,9 @@ def main(argv: list[str]) -> int:
         print(f"colocation: NOT RUN - {exc}", file=sys.stderr)
         return 77
     args.out.mkdir(parents=True, exist_ok=True)
-    runs, meta, status = {}, {"gpu": gpu, "modes": {}}, 0
+    runs: dict[str, RunRecord] = {}
+    meta: dict[str, Any] = {"gpu": gpu, "modes": {}}
+    status = 0
     for mode in args.modes:
         print(f"colocation: {mode} ({load.total_s:.0f} s of load)", file=sys.stderr, flush=True)
         try:
