@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from arkgpu.k8s.cluster.objects import quantity, read_node, read_pod
-from arkgpu.k8s.contract import ContractError, GpuRequest
+from arkgpu.k8s.cluster.objects import read_node, read_pod
+from arkgpu.k8s.contract import ContractError, GpuRequest, quantity
 from arkgpu.k8s.extender.config import ExtenderConfig, load_config
 from arkgpu.k8s.extender.requests import NO_MODEL, gpu_spec, model_pod, shares
 from arkgpu.model.resources import LcAttributes
