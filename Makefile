@@ -42,10 +42,10 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff check src tests setup.py scripts/imagebuild
 	$(BIN)/ruff format --check src tests setup.py scripts/imagebuild
 
-# The package, and the image builder (scripts/imagebuild, not part of the package).
+# The package, the image builder (scripts/imagebuild, not part of the package) and the
+# tests, in one run (pyproject.toml [tool.mypy] lists them).
 typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
-	MYPYPATH=scripts $(BIN)/mypy -p imagebuild
 
 contracts: $(TEST_STAMP)
 	$(BIN)/lint-imports

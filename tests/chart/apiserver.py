@@ -61,8 +61,8 @@ def dry_run_create(api: k8s.ApiClient, doc: Manifest, namespace: str) -> tuple[i
         body=doc,
     )
     response = api.call_api(method, url, headers, body)
-    response.read()
-    return int(response.status), response.data.decode(errors="replace")
+    data: bytes = response.read()  # type: ignore[no-untyped-call]  # not annotated by the client
+    return int(response.status), data.decode(errors="replace")
 
 
 def token_kubeconfig(
@@ -72,11 +72,11 @@ def token_kubeconfig(
     request = k8s.AuthenticationV1TokenRequest(
         spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
     )
-    token = (
-        k8s.CoreV1Api(api)
-        .create_namespaced_service_account_token(account[1], account[0], request)
-        .status.token
+    created = k8s.CoreV1Api(api).create_namespaced_service_account_token(
+        account[1], account[0], request
     )
+    assert created.status is not None
+    token = created.status.token
     config = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -126,6 +126,7 @@ class _StandInHandler(BaseHTTPRequestHandler):
 @contextmanager
 def stand_in_extender(secret: k8s.V1Secret, workdir: Path) -> Iterator[StandIn]:
     """An HTTPS server on loopback serving the certificate of a kubernetes.io/tls ``secret``."""
+    assert secret.data is not None
     for key in ("tls.crt", "tls.key"):
         (workdir / key).write_bytes(base64.b64decode(secret.data[key]))
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

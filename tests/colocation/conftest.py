@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from colocation_helpers import FakePredictor
 
 from arkgpu.colocation.sizing import ShareSizer
 from arkgpu.sim.colocation.running import default_truth, make_sizer
 from arkgpu.sim.colocation.truth import GroundTruth
+from colocation.colocation_helpers import FakePredictor
 
 
 @pytest.fixture(scope="session")

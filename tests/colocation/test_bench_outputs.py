@@ -2,10 +2,9 @@
 
 from pathlib import Path
 
-from colocation_helpers import be, lc
-
 from arkgpu.bench.colocation import BenchSpec, plot_arkgpu, run_bench
 from arkgpu.bench.colocation_sensitivity import CASES, format_sensitivity, run_sensitivity
+from colocation.colocation_helpers import be, lc
 
 
 def _scenario(tmp_path: Path) -> str:

@@ -7,13 +7,13 @@ import math
 import random
 
 import pytest
-from colocation_helpers import FakePredictor
 
 from arkgpu.colocation.calibration import CalibrationConfig, Calibrator, Evidence, model_factors
 from arkgpu.colocation.deciding import ControlConfig, NodeController
 from arkgpu.colocation.observations import BeObservation, GpuObservations, LcObservation
 from arkgpu.colocation.sizing import CorrectedPredictor, LcDemand, ShareSizer
 from arkgpu.predictor import Workload
+from colocation.colocation_helpers import FakePredictor
 
 
 def _learn(calibrator: Calibrator, ratio: float, seconds: int, noise: float = 0.0) -> None:

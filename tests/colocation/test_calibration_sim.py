@@ -4,7 +4,6 @@ and the arkgpu mode learning a correction from its measured batches."""
 from __future__ import annotations
 
 import pytest
-from colocation_helpers import FakePredictor, be, lc, tiny
 
 from arkgpu.colocation.deciding import GpuDecision
 from arkgpu.colocation.observations import GpuObservations
@@ -16,6 +15,7 @@ from arkgpu.sim.colocation.modes.arkgpu import ArkGpuMode
 from arkgpu.sim.colocation.running import default_truth
 from arkgpu.sim.colocation.simulating import CoLocationSim, RunOptions
 from arkgpu.sim.colocation.truth import GroundTruth
+from colocation.colocation_helpers import FakePredictor, be, lc, tiny
 
 
 def test_the_interference_scale_multiplies_the_co_located_latency() -> None:

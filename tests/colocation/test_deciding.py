@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from colocation_helpers import FakePredictor
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +26,7 @@ from arkgpu.limiter.layout import MAX_LENDERS
 from arkgpu.model.shares import SHARE_FULL_BP, share_bp, share_fraction
 from arkgpu.predictor import Workload
 from arkgpu.sim.colocation.scenarios import LcSpec
+from colocation.colocation_helpers import FakePredictor
 
 FRACTIONS = st.lists(st.floats(0.0, 1.0), max_size=10)
 

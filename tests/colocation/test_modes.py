@@ -3,17 +3,26 @@
 import dataclasses
 
 import pytest
-from colocation_helpers import be, lc, tiny
 
 from arkgpu.colocation.observations import GpuObservations, LcObservation
 from arkgpu.colocation.sizing import LcDemand, ShareSizer
 from arkgpu.sim.colocation.modes import ModeNotApplicableError, ModeOptions
 from arkgpu.sim.colocation.runtime import GpuRuntime, PodState
+from arkgpu.sim.colocation.scenarios import Scenario
 from arkgpu.sim.colocation.simulating import CoLocationSim, RunOptions
 from arkgpu.sim.colocation.truth import GroundTruth
+from colocation.colocation_helpers import be, lc, tiny
 
 
-def _sim(scenario, mode, truth, sizer, options=None, *, seed=1):  # type: ignore[no-untyped-def]
+def _sim(
+    scenario: Scenario,
+    mode: str,
+    truth: GroundTruth,
+    sizer: ShareSizer,
+    options: ModeOptions | None = None,
+    *,
+    seed: int = 1,
+) -> CoLocationSim:
     opts = RunOptions(modes=options or ModeOptions(), record_series=False)
     return CoLocationSim(scenario, mode=mode, seed=seed, truth=truth, sizer=sizer, options=opts)
 

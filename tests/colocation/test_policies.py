@@ -50,7 +50,7 @@ def test_placement_refuses_a_gpu_that_cannot_meet_every_target(fake_sizer: Share
     heavy = DEMAND.at_rate(400.0)
     full = GpuSnapshot(0, 10_000, (heavy, heavy))
     light = GpuSnapshot(1, 10_000, (DEMAND.at_rate(50.0),))
-    empty = GpuSnapshot(2, 10_000)
+    empty: GpuSnapshot[LcDemand] = GpuSnapshot(2, 10_000)
     assert choose_gpu_for_lc(heavy, 1000, [full, light, empty], fake_sizer) == 2
     assert choose_gpu_for_lc(heavy, 1000, [full, light], fake_sizer) == 1
     assert choose_gpu_for_lc(heavy, 1000, [full], fake_sizer) is None

@@ -12,7 +12,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from colocation_helpers import FakePredictor
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +19,7 @@ from arkgpu.colocation.adjusting import AdjustmentUnit
 from arkgpu.colocation.observations import BeObservation, LcObservation, p99_ms
 from arkgpu.colocation.sizing import LcDemand, ShareSizer
 from arkgpu.predictor import Workload
+from colocation.colocation_helpers import FakePredictor
 
 DEMAND = LcDemand("resnet50", 50.0, 100.0, 8, 2.0)
 BES = (BeObservation("be", "vgg16", 32),)

@@ -10,7 +10,6 @@ are that decision's basis points.
 from __future__ import annotations
 
 import pytest
-from colocation_helpers import be, lc, tiny
 
 from arkgpu.colocation.deciding import ControlConfig, GpuDecision, NodeController
 from arkgpu.colocation.observations import GpuObservations
@@ -19,6 +18,7 @@ from arkgpu.model.shares import share_fraction
 from arkgpu.sim.colocation.modes.arkgpu import ArkGpuMode
 from arkgpu.sim.colocation.simulating import CoLocationSim, RunOptions
 from arkgpu.sim.colocation.truth import GroundTruth
+from colocation.colocation_helpers import be, lc, tiny
 
 SCENARIO = (
     lc("a", rps=300.0)

@@ -4,7 +4,6 @@ import json
 from pathlib import Path
 
 import pytest
-from colocation_helpers import be, lc, tiny
 
 from arkgpu.bench.colocation import BenchSpec, json_ready, parse_modes, parse_seeds, run_bench
 from arkgpu.cli.main import main
@@ -13,6 +12,7 @@ from arkgpu.sim.colocation.modes import ModeOptions
 from arkgpu.sim.colocation.running import alone_goodput, simulate
 from arkgpu.sim.colocation.simulating import RunOptions
 from arkgpu.sim.colocation.truth import GroundTruth
+from colocation.colocation_helpers import be, lc, tiny
 
 MODES = ("k8s-native", "timeslice", "mps", "mps-equal", "hami", "tgs", "arkgpu-static", "arkgpu")
 BODY = (

@@ -36,8 +36,12 @@ def answer(path: str, args: dict[str, Any], core: k8s.CoreV1Api) -> object:
             "metadata": {"name": args["PodName"], "uid": args["PodUID"]},
             "target": {"apiVersion": "v1", "kind": "Node", "name": args["Node"]},
         }
+        # The client sends a dict body as it is; its annotation names only V1Binding.
         core.create_namespaced_pod_binding(
-            args["PodName"], args["PodNamespace"], binding, _preload_content=False
+            args["PodName"],
+            args["PodNamespace"],
+            binding,  # type: ignore[arg-type]
+            _preload_content=False,
         )
         return {"Error": ""}
     raise KeyError(path)
@@ -84,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args(argv)
-    api = k8s_config.new_client_from_config(config_file=args.kubeconfig)
+    api = k8s_config.new_client_from_config(config_file=args.kubeconfig)  # type: ignore[no-untyped-call]
     server = ThreadingHTTPServer(("127.0.0.1", args.port), handler(k8s.CoreV1Api(api)))
     server.serve_forever()
     return 0

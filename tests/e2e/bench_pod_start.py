@@ -44,6 +44,7 @@ from kubernetes import watch
 from arkgpu.k8s.contract import ANNOTATION_ASSIGNMENT, RESOURCE_GPU, AssignedGpu, PodAssignment
 
 from .controlplane import running_control_plane
+from .kube_types import filled
 from .node_arkgpu import serving_arkgpu_plugin
 from .node_cdi_plugin import serving_cdi_plugin
 from .node_chart import VALUES, Chart, build_arkgpu_image, build_scheduler_image, installed_chart
@@ -93,8 +94,8 @@ def _chart(node: RealNode, work: Path, pods: int) -> AbstractContextManager[Char
 
 
 def _running(pod: k8s.V1Pod) -> bool:
-    statuses = pod.status.container_statuses or []
-    return bool(statuses) and statuses[0].state.running is not None
+    statuses = filled(pod.status).container_statuses or []
+    return bool(statuses) and filled(statuses[0].state).running is not None
 
 
 def measure(core: k8s.CoreV1Api, resource: str, pods: int, node: RealNode | None) -> list[float]:
@@ -105,15 +106,19 @@ def measure(core: k8s.CoreV1Api, resource: str, pods: int, node: RealNode | None
         core.create_namespaced_pod(NAMESPACE, _pod(name, resource, node, i % 2))
         created[name] = time.monotonic()
     started: dict[str, float] = {}
-    stream = watch.Watch()
+    # kubernetes.watch has no annotations.
+    stream = watch.Watch()  # type: ignore[no-untyped-call]
     deadline = time.monotonic() + TIMEOUT_S
-    for event in stream.stream(core.list_namespaced_pod, NAMESPACE, timeout_seconds=int(TIMEOUT_S)):
+    events = stream.stream(  # type: ignore[no-untyped-call]
+        core.list_namespaced_pod, NAMESPACE, timeout_seconds=int(TIMEOUT_S)
+    )
+    for event in events:
         pod = event["object"]
         name = pod.metadata.name
         if name in created and name not in started and _running(pod):
             started[name] = time.monotonic()
         if len(started) == pods or time.monotonic() > deadline:
-            stream.stop()
+            stream.stop()  # type: ignore[no-untyped-call]
     return sorted(started[n] - created[n] for n in started)
 
 
@@ -165,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.5)
         counted = RESOURCE_GPU if resource == HAMI else resource
         while (
-            int((core.read_node(node.name).status.allocatable or {}).get(counted, "0")) < args.pods
+            int((filled(core.read_node(node.name).status).allocatable or {}).get(counted, "0"))
+            < args.pods
         ):
             time.sleep(0.5)
         result = summary(measure(core, resource, args.pods, placed), args.pods)

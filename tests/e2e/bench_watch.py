@@ -26,6 +26,7 @@ from kubernetes import client as k8s
 from arkgpu.k8s.contract import ANNOTATION_ASSIGNMENT
 
 from .bench_config import overcommitted_gpus
+from .kube_types import loaded
 
 WATCH_WINDOW_S = 60
 """Seconds one watch request lasts before it is renewed from the last resourceVersion."""
@@ -132,7 +133,7 @@ def _lines(response: Any) -> Iterator[bytes]:
 def watching_binds(api: k8s.ApiClient, namespace: str) -> Iterator[BindWatch]:
     """A ``BindWatch`` running from the namespace's current state until the block ends."""
     core = k8s.CoreV1Api(api)
-    listing = json.loads(core.list_namespaced_pod(namespace, _preload_content=False).data)
+    listing = loaded(core.list_namespaced_pod(namespace, _preload_content=False))
     watch = BindWatch(api, namespace)
     for pod in listing["items"]:
         watch.record(pod)  # pods bound before the watch began

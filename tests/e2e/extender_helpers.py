@@ -29,6 +29,7 @@ from arkgpu.k8s.contract import (
 
 from . import processes
 from .controlplane import ExtenderPlane
+from .kube_types import loaded
 from .nodes import create_gpu_node, wait_for
 
 GROUP_LABEL = "e2e.arkgpu.io/extender-group"
@@ -157,7 +158,7 @@ def pods_json(api: k8s.ApiClient, namespace: str) -> list[dict[str, Any]]:
     """The namespace's pods as the API's JSON."""
     core = k8s.CoreV1Api(api)
     response = core.list_namespaced_pod(namespace, _preload_content=False)
-    items: list[dict[str, Any]] = json.loads(response.data)["items"]
+    items: list[dict[str, Any]] = loaded(response)["items"]
     return items
 
 

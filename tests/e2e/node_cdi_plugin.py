@@ -39,7 +39,7 @@ KUBELET_DIR = Path("/var/lib/kubelet/device-plugins")
 SOCKET_NAME = "arkgpu-e2e-cdi.sock"
 
 
-class _CdiPlugin(DevicePluginServicer):  # type: ignore[misc]
+class _CdiPlugin(DevicePluginServicer):
     def __init__(self, gpu: FakeGpuNode, index: int, replicas: int) -> None:
         self.uuid = gpu.uuid(index)
         self.gpu = gpu

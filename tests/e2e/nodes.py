@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from kubernetes import client as k8s
+
+from .kube_types import body as json_body
+from .kube_types import loaded
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -122,7 +124,7 @@ def create_node(core: k8s.CoreV1Api, body: Mapping[str, Any]) -> None:
     Raw JSON in and out (``_preload_content=False``): decoding into the client's models
     costs more CPU than the request itself.
     """
-    created = json.loads(core.create_node(body, _preload_content=False).data)
+    created = loaded(core.create_node(json_body(body), _preload_content=False))
     if created.get("spec", {}).get("taints"):
         core.patch_node(created["metadata"]["name"], {"spec": {"taints": None}})
 
@@ -138,9 +140,9 @@ def create_nodes(api: k8s.ApiClient, bodies: list[dict[str, Any]], workers: int)
 def create_namespace(api: k8s.ApiClient, name: str) -> None:
     """A namespace with its ``default`` ServiceAccount (no controller manager creates it)."""
     core = k8s.CoreV1Api(api)
-    core.create_namespace({"metadata": {"name": name}}, _preload_content=False)
+    core.create_namespace(json_body({"metadata": {"name": name}}), _preload_content=False)
     core.create_namespaced_service_account(
-        name, {"metadata": {"name": "default"}}, _preload_content=False
+        name, json_body({"metadata": {"name": "default"}}), _preload_content=False
     )
 
 
@@ -161,7 +163,7 @@ def create_pods(
         if rate > 0:
             time.sleep(max(0.0, start + index / rate - time.monotonic()))
         sent = time.monotonic()
-        core.create_namespaced_pod(namespace, body, _preload_content=False)
+        core.create_namespaced_pod(namespace, json_body(body), _preload_content=False)
         return str(body["metadata"]["name"]), sent
 
     return dict(concurrently(create, enumerate(bodies), workers))
@@ -173,7 +175,7 @@ def delete_pods(api: k8s.ApiClient, namespace: str, timeout_s: float) -> None:
     core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0, _preload_content=False)
 
     def gone() -> bool | None:
-        left = json.loads(core.list_namespaced_pod(namespace, limit=1, _preload_content=False).data)
+        left = loaded(core.list_namespaced_pod(namespace, limit=1, _preload_content=False))
         return True if not left["items"] else None
 
     wait_for(gone, timeout_s, f"pods of {namespace} deleted", poll_s=0.5)

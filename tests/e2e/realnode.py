@@ -34,6 +34,7 @@ from .controlplane import (
     build_control_plane,
     free_port,
 )
+from .kube_types import filled
 from .node_dns import start_dns
 from .node_fakegpu import FakeGpuConfig, FakeGpuNode, install
 from .node_proxy import start_kube_proxy
@@ -256,8 +257,9 @@ def _ready_and_untainted(core: k8s.CoreV1Api, name: str) -> bool | None:
         node = core.read_node(name)
     except k8s.ApiException:
         return None
-    ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
-    tainted = any(t.key.startswith("node.kubernetes.io/") for t in node.spec.taints or [])
+    conditions = filled(node.status).conditions or []
+    ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
+    tainted = any(t.key.startswith("node.kubernetes.io/") for t in filled(node.spec).taints or [])
     return True if ready and not tainted else None
 
 

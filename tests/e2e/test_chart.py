@@ -28,6 +28,7 @@ from chart.apiserver import dry_run_create
 from chart.helm import CHART, REPO, build_helm, render, run_helm, values_args
 
 from .controlplane import ControlPlane
+from .kube_types import filled
 from .nodes import GPU
 
 SCHEDULE_TIMEOUT_S = 60.0
@@ -77,7 +78,7 @@ def installed_release(helm: Path, plane: ControlPlane, workdir: Path) -> Iterato
     run_helm(helm, "uninstall", name, "--namespace", name, kubeconfig=plane.admin_kubeconfig)
     with plane.api_client() as api:
         left = k8s.AdmissionregistrationV1Api(api).list_mutating_webhook_configuration()
-        assert f"{name}-webhook" not in [w.metadata.name for w in left.items]
+        assert f"{name}-webhook" not in [filled(w.metadata).name for w in left.items]
 
 
 @pytest.fixture(scope="module")
@@ -145,14 +146,15 @@ def test_install_creates_every_object(release: Release, api: k8s.ApiClient) -> N
     apps, core = k8s.AppsV1Api(api), k8s.CoreV1Api(api)
     ns = release.namespace
     selector = f"app.kubernetes.io/instance={release.name}"
-    deployments = {d.metadata.name for d in apps.list_namespaced_deployment(ns).items}
+    deployments = {filled(d.metadata).name for d in apps.list_namespaced_deployment(ns).items}
     assert deployments == {release.object(c) for c in ("extender", "scheduler", "webhook")}
     (daemonset,) = apps.list_namespaced_daemon_set(ns, label_selector=selector).items
-    assert daemonset.spec.template.spec.node_selector == {contract.LABEL_NODE_ENABLED: "true"}
-    services = {s.metadata.name: s for s in core.list_namespaced_service(ns).items}
+    node_selector = filled(filled(daemonset.spec).template.spec).node_selector
+    assert node_selector == {contract.LABEL_NODE_ENABLED: "true"}
+    services = {filled(s.metadata).name: s for s in core.list_namespaced_service(ns).items}
     assert set(services) == {release.object("extender"), release.object("webhook")}
-    assert services[release.object("webhook")].spec.ports[0].port == 9443
-    accounts = {a.metadata.name for a in core.list_namespaced_service_account(ns).items}
+    assert filled(filled(services[release.object("webhook")].spec).ports)[0].port == 9443
+    accounts = {filled(a.metadata).name for a in core.list_namespaced_service_account(ns).items}
     assert {release.object(c) for c in ("extender", "node", "scheduler", "webhook")} <= accounts
 
 
@@ -163,22 +165,25 @@ def test_webhook_configurations_are_installed_with_the_ca(
     secret = k8s.CoreV1Api(api).read_namespaced_secret(
         release.object("webhook-tls"), release.namespace
     )
-    ca = base64.b64decode(secret.data["ca.crt"])
+    ca = base64.b64decode(filled(secret.data)["ca.crt"])
     admission = k8s.AdmissionregistrationV1Api(api)
     mutating = admission.read_mutating_webhook_configuration(release.object("webhook"))
     validating = admission.read_validating_webhook_configuration(release.object("webhook"))
     hooks = (
-        (mutating.webhooks[0], "/mutate", ["CREATE"]),
-        (validating.webhooks[0], "/validate", ["CREATE", "UPDATE"]),
+        (filled(mutating.webhooks)[0], "/mutate", ["CREATE"]),
+        (filled(validating.webhooks)[0], "/validate", ["CREATE", "UPDATE"]),
     )
     for hook, path, operations in hooks:
-        assert base64.b64decode(hook.client_config.ca_bundle) == ca
-        assert hook.client_config.service.path == path
-        assert hook.client_config.service.port == 9443
-        assert [(r.operations, r.resources) for r in hook.rules] == [(operations, ["pods"])]
-        assert [c.name for c in hook.match_conditions] == ["arkgpu-pods"]
+        bundle = hook.client_config.ca_bundle
+        assert bundle is not None
+        assert base64.b64decode(bundle) == ca
+        service = filled(hook.client_config.service)
+        assert service.path == path
+        assert service.port == 9443
+        assert [(r.operations, r.resources) for r in filled(hook.rules)] == [(operations, ["pods"])]
+        assert [c.name for c in filled(hook.match_conditions)] == ["arkgpu-pods"]
         assert hook.failure_policy == "Fail"
-        assert hook.namespace_selector.match_labels == {SELECTOR_LABEL: release.name}
+        assert filled(hook.namespace_selector).match_labels == {SELECTOR_LABEL: release.name}
 
 
 def test_upgrade_keeps_the_generated_certificates(
@@ -188,10 +193,10 @@ def test_upgrade_keeps_the_generated_certificates(
     scheduler keep trusting running pods; the changed value reaches the Deployment."""
     core = k8s.CoreV1Api(api)
 
-    def cas() -> tuple[str, str]:
+    def cas() -> tuple[bytes | str, bytes | str]:
         secrets = [release.object(f"{c}-tls") for c in ("extender", "webhook")]
-        read = [core.read_namespaced_secret(s, release.namespace) for s in secrets]
-        return read[0].data["ca.crt"], read[1].data["ca.crt"]
+        read = [filled(core.read_namespaced_secret(s, release.namespace).data) for s in secrets]
+        return read[0]["ca.crt"], read[1]["ca.crt"]
 
     before = cas()
     run_helm(
@@ -204,11 +209,12 @@ def test_upgrade_keeps_the_generated_certificates(
     hook = k8s.AdmissionregistrationV1Api(api).read_mutating_webhook_configuration(
         release.object("webhook")
     )
-    assert hook.webhooks[0].client_config.ca_bundle == before[1]
+    assert filled(hook.webhooks)[0].client_config.ca_bundle == before[1]
     deployment = k8s.AppsV1Api(api).read_namespaced_deployment(
         release.object("scheduler"), release.namespace
     )
-    assert "--v=3" in deployment.spec.template.spec.containers[0].command
+    pod_spec = filled(filled(deployment.spec).template.spec)
+    assert "--v=3" in filled(pod_spec.containers[0].command)
 
 
 def test_selected_namespace_sends_gpu_pods_to_the_webhook(
@@ -233,7 +239,7 @@ def test_selected_namespace_sends_gpu_pods_to_the_webhook(
         )
 
     created = core.create_namespaced_pod(namespace, pod("cpu", {"cpu": "1"}))
-    assert created.spec.scheduler_name == "default-scheduler"
+    assert filled(created.spec).scheduler_name == "default-scheduler"
     hami = (("mig", {"nvidia.com/mig-1g.10gb": "1"}), ("priority", {"nvidia.com/priority": "0"}))
     for name, limits in (
         ("gpu", {GPU: "1"}),
@@ -305,4 +311,5 @@ def test_rbac_as_the_api_server_decides(
         )
     )
     answer = k8s.AuthorizationV1Api(api).create_subject_access_review(review)
-    assert answer.status.allowed is allowed, answer.status.reason
+    status = filled(answer.status)
+    assert status.allowed is allowed, status.reason

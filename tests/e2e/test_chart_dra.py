@@ -32,6 +32,8 @@ from chart.apiserver import dry_run_create
 from chart.helm import CHART, build_helm, render, run_helm, values_args
 
 from .controlplane import ControlPlane
+from .kube_types import body as json_body
+from .kube_types import filled
 from .nodes import TEST_LABEL, create_gpu_node, wait_for
 from .test_dra import read_raw
 
@@ -97,7 +99,7 @@ def test_install_creates_the_dra_objects(release: str, api: k8s.ApiClient) -> No
     """The DaemonSet on arkgpu.io/gpu=dra nodes only; the class; the templates as stored."""
     apps, resource = k8s.AppsV1Api(api), k8s.ResourceV1Api(api)
     selectors = {
-        d.metadata.name: d.spec.template.spec.node_selector
+        filled(d.metadata).name: filled(filled(d.spec).template.spec).node_selector
         for d in apps.list_namespaced_daemon_set(release).items
     }
     assert selectors == {
@@ -153,7 +155,8 @@ def test_driver_account_as_the_api_server_decides(
             )
         )
         answer = k8s.AuthorizationV1Api(api).create_subject_access_review(review)
-        assert answer.status.allowed is expected, (v, res, answer.status.reason)
+        status = filled(answer.status)
+        assert status.allowed is expected, (v, res, status.reason)
 
 
 def test_scheduler_allocates_a_claim_of_the_charts_lc_template(
@@ -173,8 +176,8 @@ def test_scheduler_allocates_a_claim_of_the_charts_lc_template(
     # refuses the finalizer removal the cleanup needs (422 "spec: field is immutable").
     requests = template["spec"]["spec"]["devices"]["requests"]
     claim = {"metadata": {"name": node}, "spec": {"devices": {"requests": requests}}}
-    resource.create_namespaced_resource_claim(release, claim)
-    core.create_namespaced_service_account(release, {"metadata": {"name": "default"}})
+    resource.create_namespaced_resource_claim(release, json_body(claim))
+    core.create_namespaced_service_account(release, json_body({"metadata": {"name": "default"}}))
     pod = {
         "metadata": {"name": node},
         "spec": {
@@ -189,7 +192,7 @@ def test_scheduler_allocates_a_claim_of_the_charts_lc_template(
             "resourceClaims": [{"name": "gpu", "resourceClaimName": node}],
         },
     }
-    core.create_namespaced_pod(release, pod)
+    core.create_namespaced_pod(release, json_body(pod))
     try:
 
         def allocated() -> Any:
@@ -201,7 +204,9 @@ def test_scheduler_allocates_a_claim_of_the_charts_lc_template(
         assert (result["driver"], result["pool"], result["device"]) == (DRIVER_NAME, node, "gpu-0")
         assert result["consumedCapacity"] == {"memory": "4Gi", "cores": "30"}
         bound = wait_for(
-            lambda: core.read_namespaced_pod(node, release).spec.node_name, TIMEOUT_S, "bound"
+            lambda: filled(core.read_namespaced_pod(node, release).spec).node_name,
+            TIMEOUT_S,
+            "bound",
         )
         assert bound == node
     finally:

@@ -24,6 +24,7 @@ from chart.helm import build_helm
 
 from . import processes
 from .controlplane import ControlPlane, build_control_plane, free_port
+from .kube_types import filled
 from .nodes import GPU, TEST_LABEL, create_gpu_node, wait_for
 from .test_chart import Release, installed_release
 
@@ -47,7 +48,7 @@ def _scheduler_config(
     pods: where the API server is (in the cluster: the ServiceAccount) and the extender's URL
     pointed at loopback. The extender's TLS (caData, serverName) stays as installed."""
     data = k8s.CoreV1Api(api).read_namespaced_config_map(chart.object("scheduler"), chart.namespace)
-    config: dict[str, Any] = yaml.safe_load(data.data["config.yaml"])
+    config: dict[str, Any] = yaml.safe_load(filled(data.data)["config.yaml"])
     assert "clientConnection" not in config
     config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
     (extender,) = config["extenders"]
@@ -121,8 +122,9 @@ def _check_probe_paths(api: k8s.ApiClient, chart: Release, port: int) -> None:
     deployment = k8s.AppsV1Api(api).read_namespaced_deployment(
         chart.object("scheduler"), chart.namespace
     )
-    spec = deployment.spec.template.spec.containers[0]
-    paths = [spec.liveness_probe.http_get.path, spec.readiness_probe.http_get.path]
+    spec = filled(filled(deployment.spec).template.spec).containers[0]
+    probes = [filled(spec.liveness_probe), filled(spec.readiness_probe)]
+    paths = [filled(probe.http_get).path for probe in probes]
     assert paths == ["/livez", "/readyz"]
     insecure = ssl.create_default_context()  # its self-signed certificate, on loopback
     insecure.check_hostname = False
@@ -143,7 +145,7 @@ def _check_lease_and_extender_call(
             lease = coordination.read_namespaced_lease(contract.SCHEDULER_NAME, chart.namespace)
         except ApiException:
             return None
-        return lease.spec.holder_identity or None
+        return filled(lease.spec).holder_identity or None
 
     wait_for(holder, SCHEDULE_TIMEOUT_S, "arkgpu-scheduler Lease held")
     node = f"chart-node-{uuid.uuid4().hex[:6]}"

@@ -12,6 +12,7 @@ import uuid
 from kubernetes import client as k8s
 
 from .controlplane import ControlPlane
+from .kube_types import filled
 from .nodes import create_gpu_node, gpu_pod, wait_for
 
 BIND_TIMEOUT_S = 60.0
@@ -30,14 +31,14 @@ def test_scheduler_binds_gpu_pod_and_rejects_oversized(api: k8s.ApiClient, names
     core = k8s.CoreV1Api(api)
     node = f"gpu-node-{uuid.uuid4().hex[:8]}"
     created = create_gpu_node(api, node, gpus=4)
-    assert created.spec.taints is None
-    assert created.status.allocatable["nvidia.com/gpu"] == "4"
+    assert filled(created.spec).taints is None
+    assert filled(filled(created.status).allocatable)["nvidia.com/gpu"] == "4"
 
     core.create_namespaced_pod(namespace, gpu_pod("fits", node, gpus=1))
     core.create_namespaced_pod(namespace, gpu_pod("too-big", node, gpus=5))
 
     def bound() -> str | None:
-        return core.read_namespaced_pod("fits", namespace).spec.node_name or None
+        return filled(core.read_namespaced_pod("fits", namespace).spec).node_name or None
 
     assert wait_for(bound, BIND_TIMEOUT_S, "pod 'fits' bound") == node
 
@@ -54,12 +55,13 @@ def test_scheduler_binds_gpu_pod_and_rejects_oversized(api: k8s.ApiClient, names
     def unschedulable() -> k8s.V1Pod | None:
         # The event and the pod's status are written separately: wait for the status too.
         pod = core.read_namespaced_pod("too-big", namespace)
-        scheduled = [c for c in pod.status.conditions or [] if c.type == "PodScheduled"]
+        scheduled = [c for c in filled(pod.status).conditions or [] if c.type == "PodScheduled"]
         return pod if scheduled else None
 
     big = wait_for(unschedulable, BIND_TIMEOUT_S, "PodScheduled condition of 'too-big'")
-    assert big.spec.node_name is None
-    assert big.status.phase == "Pending"
-    scheduled = [c for c in big.status.conditions if c.type == "PodScheduled"]
+    assert filled(big.spec).node_name is None
+    status = filled(big.status)
+    assert status.phase == "Pending"
+    scheduled = [c for c in filled(status.conditions) if c.type == "PodScheduled"]
     assert [(c.status, c.reason) for c in scheduled] == [("False", "Unschedulable")]
-    assert "nvidia.com/gpu" in scheduled[0].message
+    assert "nvidia.com/gpu" in filled(scheduled[0].message)

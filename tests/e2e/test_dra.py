@@ -35,6 +35,8 @@ from k8s.dra import kubelet
 from k8s.dra.test_health import get, metric
 
 from .controlplane import REPO, ControlPlane
+from .kube_types import body as json_body
+from .kube_types import filled
 from .nodes import TEST_LABEL, create_gpu_node, wait_for
 
 GPU_MIB = 16_384
@@ -162,8 +164,9 @@ class Cluster:
 
     def submit(self, name: str, memory: str, cores: str) -> None:
         """A claim ``name`` and a pod ``name`` using it."""
-        self.resource.create_namespaced_resource_claim(self.namespace, _claim(name, memory, cores))
-        self.core.create_namespaced_pod(self.namespace, _pod(name, self.node, name))
+        claim = json_body(_claim(name, memory, cores))
+        self.resource.create_namespaced_resource_claim(self.namespace, claim)
+        self.core.create_namespaced_pod(self.namespace, json_body(_pod(name, self.node, name)))
 
     def allocation(self, name: str) -> dict[str, Any] | None:
         """The claim's one allocated device result, once kube-scheduler wrote it."""
@@ -175,7 +178,7 @@ class Cluster:
     def unschedulable(self, name: str) -> str | None:
         """The scheduler's message once the pod is marked unschedulable."""
         pod = self.core.read_namespaced_pod(name, self.namespace)
-        for condition in pod.status.conditions or []:
+        for condition in filled(pod.status).conditions or []:
             if condition.type == "PodScheduled" and condition.reason == "Unschedulable":
                 return str(condition.message)
         return None
@@ -192,7 +195,8 @@ class Cluster:
 def _consumed(result: dict[str, Any]) -> tuple[int, int]:
     """(memory MiB, cores) a result consumed."""
     used = result["consumedCapacity"]
-    return int(parse_quantity(used["memory"])) >> 20, int(parse_quantity(used["cores"]))
+    memory = int(parse_quantity(used["memory"])) >> 20  # type: ignore[no-untyped-call]
+    return memory, int(parse_quantity(used["cores"]))  # type: ignore[no-untyped-call]
 
 
 def test_claims_share_one_gpu_up_to_its_capacity_and_free_it_when_deleted(
@@ -213,7 +217,8 @@ def test_claims_share_one_gpu_up_to_its_capacity_and_free_it_when_deleted(
     # kube-apiserver drops fields of a disabled feature gate: these show it is on.
     assert device["capacity"]["cores"]["requestPolicy"]["validRange"]["step"] == "5"
     assert device["attributes"]["uuid"] == {"string": "GPU-fake-0"}
-    assert parse_quantity(device["capacity"]["memory"]["value"]) == GPU_MIB << 20
+    memory = parse_quantity(device["capacity"]["memory"]["value"])  # type: ignore[no-untyped-call]
+    assert memory == GPU_MIB << 20
 
     cluster = Cluster(api, namespace, node)
     cluster.submit("a", "6Gi", "50")

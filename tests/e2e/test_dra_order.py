@@ -15,6 +15,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -75,12 +76,12 @@ def test_pack_order_gives_the_tightest_gpu_and_keeps_room_for_a_larger_claim(
     try:
         for name, cores in (("a", "60"), ("b", "70")):
             cluster.submit(name, "1Gi", cores)
-            placed[name] = wait_for(lambda n=name: cluster.allocation(n), TIMEOUT_S, name)
+            placed[name] = wait_for(partial(cluster.allocation, name), TIMEOUT_S, name)
         assert [placed[n]["device"] for n in "ab"] == ["gpu-0", "gpu-1"]
         wait_for(lambda: _order(api, node) == ["gpu-1", "gpu-0"] or None, TIMEOUT_S, "pack order")
         for name, cores in (("c", "30"), ("d", "40")):
             cluster.submit(name, "1Gi", cores)
-            placed[name] = wait_for(lambda n=name: cluster.allocation(n), TIMEOUT_S, name)
+            placed[name] = wait_for(partial(cluster.allocation, name), TIMEOUT_S, name)
         assert [placed[n]["device"] for n in "cd"] == ["gpu-1", "gpu-0"]
     finally:
         for name in placed:

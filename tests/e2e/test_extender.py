@@ -27,6 +27,8 @@ from .extender_helpers import (
     pods_json,
     wait_bound,
 )
+from .kube_types import body as json_body
+from .kube_types import filled
 from .nodes import wait_for
 
 SETTLE_TIMEOUT_S = 120.0
@@ -86,10 +88,10 @@ def test_pods_land_where_the_policy_puts_them(
         0,
     )
     for name in names:
-        raw = admin.sanitize_for_serialization(core.read_node(name))
+        raw = admin.sanitize_for_serialization(core.read_node(name))  # type: ignore[no-untyped-call]
         replica.node_seen(read_node(raw))
     for k, limits in enumerate(SHAPES):
-        core.create_namespaced_pod(ns, gpu_pod(f"p{k}", group, limits))
+        core.create_namespaced_pod(ns, json_body(gpu_pod(f"p{k}", group, limits)))
         pod = _wait_bound_pod(admin, ns, f"p{k}")
         info = read_pod({**pod, "metadata": {**pod["metadata"], "annotations": {}}})
         fits = replica.verdicts(info, names).fits
@@ -105,7 +107,7 @@ def test_pods_land_where_the_policy_puts_them(
     assert check_consistent(pods_json(admin, ns)) == len(SHAPES)
     bad = gpu_pod("bad", group, {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "50"})
     bad["metadata"]["annotations"] = {"arkgpu.io/qos": "lc"}  # an LC pod without its model
-    core.create_namespaced_pod(ns, bad)
+    core.create_namespaced_pod(ns, json_body(bad))
 
     def refusal() -> str | None:
         events = core.list_namespaced_event(ns, field_selector="involvedObject.name=bad").items
@@ -113,8 +115,8 @@ def test_pods_land_where_the_policy_puts_them(
         return said[0] if said else None
 
     message = wait_for(refusal, SETTLE_TIMEOUT_S, "FailedScheduling of the bad pod")
-    pod = core.read_namespaced_pod("bad", ns)
-    (scheduled,) = [c for c in pod.status.conditions or [] if c.type == "PodScheduled"]
+    stored = core.read_namespaced_pod("bad", ns)
+    (scheduled,) = [c for c in filled(stored.status).conditions or [] if c.type == "PodScheduled"]
     assert message == scheduled.message  # the event is the condition's text, whole
     assert f"pod {ns}/bad: arkgpu.io/model: required for an lc pod" in message
 
@@ -143,7 +145,7 @@ def test_200_pods_at_once_never_over_commit_and_deletes_free_shares(
     core = k8s.CoreV1Api(admin)
     group, _ = create_nodes(admin, 5, 4)
     for k in range(200):
-        core.create_namespaced_pod(ns, gpu_pod(f"p{k}", group, SHARE))
+        core.create_namespaced_pod(ns, json_body(gpu_pod(f"p{k}", group, SHARE)))
     pods = wait_bound(admin, ns, 80, SETTLE_TIMEOUT_S)
     time.sleep(2.0)  # room for an over-commit to show, were there one
     pods = pods_json(admin, ns)
@@ -165,7 +167,7 @@ def test_killed_mid_stream_and_restarted_loses_no_assignment(
     core = k8s.CoreV1Api(admin)
     group, _ = create_nodes(admin, 4, 4)
     for k in range(60):
-        core.create_namespaced_pod(ns, gpu_pod(f"p{k}", group, SHARE))
+        core.create_namespaced_pod(ns, json_body(gpu_pod(f"p{k}", group, SHARE)))
     wait_bound(admin, ns, 10, SETTLE_TIMEOUT_S)
     extender.kill()
     check_consistent(pods_json(admin, ns))
@@ -186,7 +188,7 @@ def test_killed_at_each_step_of_a_bind(
     half = {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "50"}
     extender.kill()
     extender.start(kill_at="decision")
-    core.create_namespaced_pod(ns, gpu_pod("a", group, half))
+    core.create_namespaced_pod(ns, json_body(gpu_pod("a", group, half)))
     seen: list[tuple[str, bool, bool]] = []
     for step, after in (("decision", "binding"), ("binding", "")):
         assert extender.wait_dead(SETTLE_TIMEOUT_S) == -9, step
@@ -194,8 +196,8 @@ def test_killed_at_each_step_of_a_bind(
         seen.append((step, assignment(pod) is not None, bool(pod["spec"].get("nodeName"))))
         extender.start(kill_at=after)
     assert seen == [("decision", False, False), ("binding", True, True)]
-    core.create_namespaced_pod(ns, gpu_pod("b", group, half))
-    core.create_namespaced_pod(ns, gpu_pod("c", group, half))
+    core.create_namespaced_pod(ns, json_body(gpu_pod("b", group, half)))
+    core.create_namespaced_pod(ns, json_body(gpu_pod("c", group, half)))
     wait_bound(admin, ns, 2, SETTLE_TIMEOUT_S)
     time.sleep(1.0)
     assert check_consistent(pods_json(admin, ns)) == 2

@@ -21,6 +21,7 @@ from .extender_helpers import (
     pods_json,
     wait_bound,
 )
+from .kube_types import body as json_body
 
 SETTLE_TIMEOUT_S = 120.0
 SHARE = {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "25", "nvidia.com/gpumem": "16384"}
@@ -57,7 +58,7 @@ def test_api_connection_cut_loses_nothing(
         )
         group, _ = create_nodes(admin, 3, 4)
         for k in range(40):
-            core.create_namespaced_pod(ns, gpu_pod(f"p{k}", group, SHARE))
+            core.create_namespaced_pod(ns, json_body(gpu_pod(f"p{k}", group, SHARE)))
         wait_bound(admin, ns, 8, SETTLE_TIMEOUT_S)
         proxy.cut()
         time.sleep(3.0)

@@ -38,6 +38,8 @@ from arkgpu.k8s import hami_compat as hc
 from .controlplane import ExtenderPlane
 from .extender_helpers import GROUP_LABEL, ExtenderProcess
 from .hami_pods import example, placed_rows, row_id, rows
+from .kube_types import body as json_body
+from .kube_types import filled, loaded, raw
 from .nodes import create_gpu_node, wait_for
 from .webhook_helpers import refusal, registered, running_webhook
 
@@ -122,8 +124,10 @@ def test_refused_rows_are_refused_at_creation_with_the_whole_reason(
 
 def _create(cluster: Cluster, body: dict[str, Any]) -> list[str]:
     """Create the pod; the API server's warnings (kubectl prints them)."""
-    answer = k8s.CoreV1Api(cluster.api).create_namespaced_pod(
-        cluster.namespace, body, _preload_content=False
+    answer = raw(
+        k8s.CoreV1Api(cluster.api).create_namespaced_pod(
+            cluster.namespace, json_body(body), _preload_content=False
+        )
     )
     headers = answer.headers.getlist("Warning") if hasattr(answer.headers, "getlist") else []
     answer.release_conn()
@@ -134,8 +138,9 @@ def _bound(cluster: Cluster, name: str) -> dict[str, Any]:
     core = k8s.CoreV1Api(cluster.api)
 
     def probe() -> dict[str, Any] | None:
-        raw = core.read_namespaced_pod(name, cluster.namespace, _preload_content=False)
-        pod: dict[str, Any] = json.loads(raw.data)
+        pod: dict[str, Any] = loaded(
+            core.read_namespaced_pod(name, cluster.namespace, _preload_content=False)
+        )
         return pod if pod["spec"].get("nodeName") else None
 
     try:
@@ -159,7 +164,7 @@ def _delete(cluster: Cluster, name: str) -> None:
     core.delete_namespaced_pod(name, cluster.namespace, grace_period_seconds=0)
 
     def gone() -> bool | None:
-        names = [p.metadata.name for p in core.list_namespaced_pod(cluster.namespace).items]
+        names = [filled(p.metadata).name for p in core.list_namespaced_pod(cluster.namespace).items]
         return True if name not in names else None
 
     wait_for(gone, DELETE_WAIT_S, f"{name} deleted")
@@ -268,7 +273,7 @@ def test_a_pod_that_fits_nowhere_says_why_in_its_events_intact(cluster: Cluster,
 
         def condition() -> Any:
             pod = core.read_namespaced_pod(name, cluster.namespace)
-            found = [c for c in pod.status.conditions or [] if c.type == "PodScheduled"]
+            found = [c for c in filled(pod.status).conditions or [] if c.type == "PodScheduled"]
             return found[0] if found else None
 
         message = wait_for(event, BIND_TIMEOUT_S, f"FailedScheduling of {name}")

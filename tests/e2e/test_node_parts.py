@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,7 +75,10 @@ def _cdi_spec(folder: Path) -> Path:
 def test_the_runtime_stand_in_applies_the_devices_named_by_the_variable(tmp_path: Path) -> None:
     """``NVIDIA_VISIBLE_DEVICES=all``: the common edits and the ``all`` device's nodes, with
     the host nodes' numbers, allowed in the device cgroup."""
-    spec = {"process": {"env": ["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=all"]}, "linux": {}}
+    spec: dict[str, Any] = {
+        "process": {"env": ["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=all"]},
+        "linux": {},
+    }
     names = nvidia_runtime._requested(spec)
     nvidia_runtime.apply(spec, nvidia_runtime._edits(_cdi_spec(tmp_path), names))
     null, zero = os.stat("/dev/null").st_rdev, os.stat("/dev/zero").st_rdev

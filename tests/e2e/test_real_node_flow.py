@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,7 @@ def chart(real_node: RealNode, tmp_path_factory: pytest.TempPathFactory) -> Iter
     when missing: ArkGPU's takes about 30 s to pack even from its cache); the chart
     installed, every pod Ready; uninstalled at the end."""
     out = tmp_path_factory.mktemp("flow-images")
-    builds = {
+    builds: dict[str, Callable[[], Path]] = {
         IMAGES[0]: lambda: build_arkgpu_image(out / "arkgpu.tar"),
         IMAGES[1]: lambda: build_scheduler_image(out / "scheduler.tar", real_node),
         IMAGES[2]: lambda: build_workload_image(out),

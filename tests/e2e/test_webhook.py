@@ -18,11 +18,13 @@ from collections.abc import Iterator
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from arkgpu.k8s import contract
 
 from .controlplane import ControlPlane
+from .kube_types import body as json_body
+from .kube_types import filled
 from .nodes import wait_for
 from .webhook_helpers import (
     ACTIVE_TIMEOUT_S,
@@ -56,7 +58,7 @@ def inventory_node(api: k8s.ApiClient, webhook: Webhook) -> Iterator[str]:
     name = f"webhook-inventory-{uuid.uuid4().hex[:8]}"
     gpu = contract.InventoryGpu(0, f"GPU-{uuid.uuid4()}", "NVIDIA A100-SXM4-80GB", LARGEST_MIB)
     annotations = {contract.ANNOTATION_INVENTORY: contract.NodeInventory((gpu,)).to_json()}
-    core.create_node({"metadata": {"name": name, "annotations": annotations}})
+    core.create_node(json_body({"metadata": {"name": name, "annotations": annotations}}))
     yield name
     core.delete_node(name)
 
@@ -70,35 +72,46 @@ def test_gpu_pods_are_mutated_and_cpu_pods_untouched(
     core = k8s.CoreV1Api(api)
     with registered(api, webhook, namespace):
         hami = core.create_namespaced_pod(
-            namespace, pod_body("hami", container(gpu="1", gpumem="4096"))
+            namespace, json_body(pod_body("hami", container(gpu="1", gpumem="4096")))
         )
         lc = core.create_namespaced_pod(
             namespace,
-            pod_body(
-                "lc",
-                container(gpu="1", gpucores="30"),
-                qos="lc",
-                model="resnet50",
-                latency_target_ms="20",
+            json_body(
+                pod_body(
+                    "lc",
+                    container(gpu="1", gpucores="30"),
+                    qos="lc",
+                    model="resnet50",
+                    latency_target_ms="20",
+                )
             ),
         )
-        other = pod_body("other", container(gpu="1"))
-        other["spec"]["schedulerName"] = "volcano"
-        other = core.create_namespaced_pod(namespace, other)
-        cpu = core.create_namespaced_pod(namespace, pod_body("cpu", container(cpu="1")))
-    assert hami.spec.scheduler_name == contract.SCHEDULER_NAME
-    assert not hami.metadata.annotations  # the chart's defaults: no class, no cores added
-    assert hami.spec.containers[0].resources.limits == {
+        other_body = pod_body("other", container(gpu="1"))
+        other_body["spec"]["schedulerName"] = "volcano"
+        other = core.create_namespaced_pod(namespace, json_body(other_body))
+        cpu = core.create_namespaced_pod(namespace, json_body(pod_body("cpu", container(cpu="1"))))
+    assert _scheduler(hami) == contract.SCHEDULER_NAME
+    assert not filled(hami.metadata).annotations  # the chart's defaults: no class, no cores added
+    assert _limits(hami) == {
         "nvidia.com/gpu": "1",
         "nvidia.com/gpumem": "4096",
     }
-    assert lc.spec.scheduler_name == contract.SCHEDULER_NAME
-    assert lc.metadata.annotations[contract.ANNOTATION_QOS] == "lc"
-    assert lc.spec.containers[0].resources.limits["nvidia.com/gpucores"] == "30"
-    assert other.spec.scheduler_name == "volcano"
-    assert cpu.spec.scheduler_name == "default-scheduler"
-    assert cpu.metadata.annotations is None
-    assert cpu.spec.containers[0].resources.limits == {"cpu": "1"}
+    assert _scheduler(lc) == contract.SCHEDULER_NAME
+    assert filled(filled(lc.metadata).annotations)[contract.ANNOTATION_QOS] == "lc"
+    assert filled(_limits(lc))["nvidia.com/gpucores"] == "30"
+    assert _scheduler(other) == "volcano"
+    assert _scheduler(cpu) == "default-scheduler"
+    assert filled(cpu.metadata).annotations is None
+    assert _limits(cpu) == {"cpu": "1"}
+
+
+def _scheduler(pod: k8s.V1Pod) -> str | None:
+    return filled(pod.spec).scheduler_name
+
+
+def _limits(pod: k8s.V1Pod) -> dict[str, str] | None:
+    """The first container's limits."""
+    return filled(filled(pod.spec).containers[0].resources).limits
 
 
 BAD_PODS = [
@@ -150,15 +163,16 @@ def test_bad_pods_are_refused_with_readable_reasons(
         wait_for(lambda: refusal(api, namespace, memory), ACTIVE_TIMEOUT_S, "node inventory seen")
         for body, reason in BAD_PODS:
             with pytest.raises(ApiException) as caught:
-                core.create_namespaced_pod(namespace, body)
+                core.create_namespaced_pod(namespace, json_body(body))
             assert caught.value.status == 403
-            message = json.loads(caught.value.body)["message"]
+            message = json.loads(filled(caught.value.body))["message"]
             assert 'admission webhook "validate.arkgpu.io" denied the request: ' in message
             assert reason in message, message
         assert core.list_namespaced_pod(namespace).items == []
-        core.create_namespaced_pod(namespace, pod_body("placed", container(gpu="1")))
+        core.create_namespaced_pod(namespace, json_body(pod_body("placed", container(gpu="1"))))
         assignment = {contract.ANNOTATION_ASSIGNMENT: '{"version":1}'}
         patched = core.patch_namespaced_pod(
             "placed", namespace, {"metadata": {"annotations": assignment}}
         )
-        assert patched.metadata.annotations[contract.ANNOTATION_ASSIGNMENT] == '{"version":1}'
+        annotations = filled(filled(patched.metadata).annotations)
+        assert annotations[contract.ANNOTATION_ASSIGNMENT] == '{"version":1}'

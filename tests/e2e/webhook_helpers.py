@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from arkgpu.k8s import contract
 
 from . import pki, processes
 from .controlplane import ControlPlane, free_port
+from .kube_types import body as json_body
+from .kube_types import filled
 from .nodes import wait_for
 
 READY_TIMEOUT_S = 120.0
@@ -86,11 +88,11 @@ def registered(api: k8s.ApiClient, webhook: Webhook, namespace: str) -> Iterator
         "validate.arkgpu.io", webhook, "/validate", namespace, ["CREATE", "UPDATE"]
     )
     admission.create_mutating_webhook_configuration(
-        {"metadata": {"name": name}, "webhooks": [mutating]}
+        json_body({"metadata": {"name": name}, "webhooks": [mutating]})
     )
     try:
         admission.create_validating_webhook_configuration(
-            {"metadata": {"name": name}, "webhooks": [validating]}
+            json_body({"metadata": {"name": name}, "webhooks": [validating]})
         )
         try:
             wait_active(api, namespace)
@@ -126,9 +128,9 @@ def wait_active(api: k8s.ApiClient, namespace: str) -> None:
 
     def active() -> bool | None:
         probe = core.create_namespaced_pod(
-            namespace, pod_body("probe", container(gpu="1")), dry_run="All"
+            namespace, json_body(pod_body("probe", container(gpu="1"))), dry_run="All"
         )
-        if probe.spec.scheduler_name != contract.SCHEDULER_NAME:
+        if filled(probe.spec).scheduler_name != contract.SCHEDULER_NAME:
             return None
         return (
             True
@@ -142,12 +144,13 @@ def wait_active(api: k8s.ApiClient, namespace: str) -> None:
 def refusal(api: k8s.ApiClient, namespace: str, body: dict[str, Any]) -> str | None:
     """The API server's message refusing a dry-run create of ``body``; None when it is accepted."""
     try:
-        k8s.CoreV1Api(api).create_namespaced_pod(namespace, body, dry_run="All")
+        k8s.CoreV1Api(api).create_namespaced_pod(namespace, json_body(body), dry_run="All")
     except ApiException as exc:
         refused = exc
     else:
         return None
     assert refused.status == 403, refused.body
+    assert refused.body is not None
     message: str = json.loads(refused.body)["message"]
     return message
 

@@ -24,7 +24,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.gpu.torchchild import (
+from arkgpu.client import LatencyReporter
+from arkgpu.limiter import Limits, Mode, link_lender
+from arkgpu.limiter.containers import FakeContainer, make_world_readable
+from arkgpu.model.shares import share_bp
+
+from .torchchild import (
     last_line,
     rate_of,
     run_child,
@@ -32,11 +37,6 @@ from tests.gpu.torchchild import (
     throughput,
     unused,
 )
-
-from arkgpu.client import LatencyReporter
-from arkgpu.limiter import Limits, Mode, link_lender
-from arkgpu.limiter.containers import FakeContainer, make_world_readable
-from arkgpu.model.shares import share_bp
 
 LAUNCHES = 20_000
 ROUNDS = 5

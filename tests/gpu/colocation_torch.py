@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tests.gpu.colocation_load import (
+
+from .colocation_load import (
     LoadConfig,
     RunRecord,
     arrival_times,
@@ -192,7 +193,7 @@ def be_child(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _child_env(mode: str, regions: Path | None, staged: Path | None) -> dict[str, str]:
-    from tests.gpu.torchchild import child_python  # noqa: PLC0415
+    from .torchchild import child_python  # noqa: PLC0415
 
     env = dict(os.environ, **child_python()[1])
     path = [str(REPO / "src"), str(REPO), env.get("PYTHONPATH", "")]
@@ -210,9 +211,9 @@ def _child_env(mode: str, regions: Path | None, staged: Path | None) -> dict[str
 
 
 def _start(role: str, spec: dict[str, Any], env: dict[str, str], log: Path) -> Any:
-    from tests.gpu.torchchild import child_python  # noqa: PLC0415
-
     from arkgpu.limiter.containers import container_user  # noqa: PLC0415
+
+    from .torchchild import child_python  # noqa: PLC0415
 
     command = [child_python()[0], "-m", "tests.gpu.colocation_torch", "child", role]
     proc = subprocess.Popen(
@@ -376,7 +377,9 @@ def main(argv: list[str]) -> int:
         print(f"colocation: NOT RUN - {exc}", file=sys.stderr)
         return 77
     args.out.mkdir(parents=True, exist_ok=True)
-    runs, meta, status = {}, {"gpu": gpu, "modes": {}}, 0
+    runs: dict[str, RunRecord] = {}
+    meta: dict[str, Any] = {"gpu": gpu, "modes": {}}
+    status = 0
     for mode in args.modes:
         print(f"colocation: {mode} ({load.total_s:.0f} s of load)", file=sys.stderr, flush=True)
         try:

@@ -85,7 +85,12 @@ def test_data_loader_workers_threads_and_streams_are_paced_without_hanging(
     full = run_hard(full_box, *args)
     limited = run_hard(box, *args)
     ratio = limited["mm_per_s"] / full["mm_per_s"] if full["mm_per_s"] else 0.0
-    figures = {"full": full, "share30": limited, "ratio": ratio, "degraded": degraded(box)}
+    figures: dict[str, Any] = {
+        "full": full,
+        "share30": limited,
+        "ratio": ratio,
+        "degraded": degraded(box),
+    }
     record("loader_streams", figures)
     assert limited["threads_alive"] == 0
     assert figures["degraded"]["lock_errors"] == 0
@@ -110,7 +115,7 @@ def test_a_cuda_graph_captured_and_replayed_under_the_limiter(workdir: Path) -> 
 
 def nvml_process_memory(pid: int) -> dict[str, Any]:
     """NVML's used memory of ``pid`` on every GPU, with all compute processes seen."""
-    import pynvml  # noqa: PLC0415 (nvidia-ml-py exists only on GPU machines)
+    import pynvml  # type: ignore[import-untyped]  # noqa: PLC0415 (nvidia-ml-py exists only on GPU machines)
 
     pynvml.nvmlInit()
     try:

@@ -84,8 +84,8 @@ class KubeletEmulator:
     def start(self) -> None:
         """Serve Registration on ``kubelet.sock``."""
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        pb_grpc.add_RegistrationServicer_to_server(_Registration(self), server)
-        pr_grpc.add_PodResourcesListerServicer_to_server(self.lister, server)
+        pb_grpc.add_RegistrationServicer_to_server(_Registration(self), server)  # type: ignore[no-untyped-call]
+        pr_grpc.add_PodResourcesListerServicer_to_server(self.lister, server)  # type: ignore[no-untyped-call]
         server.add_insecure_port(f"unix://{self.socket}")
         self.pod_resources.unlink(missing_ok=True)
         server.add_insecure_port(f"unix://{self.pod_resources}")
@@ -118,7 +118,7 @@ class KubeletEmulator:
         if not socket.exists():
             return f"no socket at {socket}"
         channel = grpc.insecure_channel(f"unix://{socket}")
-        endpoint = Endpoint(request, channel, pb_grpc.DevicePluginStub(channel))
+        endpoint = Endpoint(request, channel, pb_grpc.DevicePluginStub(channel))  # type: ignore[no-untyped-call]
         with self._changed:
             self.endpoints.append(endpoint)
             self._changed.notify_all()

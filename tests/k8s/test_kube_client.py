@@ -113,7 +113,7 @@ def test_a_kubeconfig_with_client_certificates_reaches_the_server(
         assert api_client.configuration.connection_pool_maxsize == POOL_SIZE
         listed = KubeApi(api_client).list("nodes")
     finally:
-        api_client.close()
+        api_client.close()  # type: ignore[no-untyped-call]
     assert (listed.items, listed.resource_version) == ([], "42")
     assert server.seen.paths == ["/api/v1/nodes"]
     assert server.seen.client_names == ["arkgpu-test-user"]
@@ -136,7 +136,7 @@ def test_the_in_cluster_account_reaches_the_server_with_its_token(
         assert api_client.configuration.host == server.url
         listed = KubeApi(api_client).list("nodes")
     finally:
-        api_client.close()
+        api_client.close()  # type: ignore[no-untyped-call]
     assert listed.resource_version == "42"
     [(scheme, token_sent)] = (a.split(" ", 1) for a in server.seen.authorization)
     assert (scheme.lower(), token_sent) == ("bearer", "secret-token-1")

@@ -10,6 +10,7 @@ from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 from elftools.elf.relocation import RelocationSection
+from elftools.elf.sections import SymbolTableSection
 
 #: The newest glibc symbol version a library may need (CentOS 7's glibc).
 BASELINE = (2, 17)
@@ -22,6 +23,7 @@ def version_needs(path: Path) -> dict[str, set[str]]:
         for section in ELFFile(f).iter_sections():
             if isinstance(section, GNUVerNeedSection):
                 for verneed, auxes in section.iter_versions():
+                    assert verneed.name is not None  # a version need always names its file
                     needs.setdefault(verneed.name, set()).update(a.name for a in auxes)
     return needs
 
@@ -49,8 +51,11 @@ def dynamic_entries(path: Path) -> tuple[list[str], set[str]]:
         needed: list[str] = []
         for section in elf.iter_sections():
             if isinstance(section, DynamicSection):
-                needed += [t.needed for t in section.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
+                # pyelftools sets a DT_NEEDED tag's `needed` with setattr: not in its types.
+                tags = section.iter_tags()
+                needed += [t.needed for t in tags if t.entry.d_tag == "DT_NEEDED"]  # type: ignore[attr-defined]
         dynsym = elf.get_section_by_name(".dynsym")
+        assert isinstance(dynsym, SymbolTableSection)
         undefined = {s.name for s in dynsym.iter_symbols() if s["st_shndx"] == "SHN_UNDEF"}
     return needed, undefined
 

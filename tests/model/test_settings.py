@@ -37,7 +37,12 @@ def test_build_gets_the_table_and_the_files_name(tmp_path: Path) -> None:
     file = tmp_path / "a.toml"
     file.write_text('name = "x"\ncount = 2\n[inner]\ncount = 3\n', encoding="utf-8")
     seen: list[tuple[dict[str, Any], str]] = []
-    assert load_settings(file, lambda table, source: seen.append((table, source)) or 7) == 7
+
+    def build(table: dict[str, Any], source: str) -> int:
+        seen.append((table, source))
+        return 7
+
+    assert load_settings(file, build) == 7
     assert seen == [({"name": "x", "count": 2, "inner": {"count": 3}}, str(file))]
     assert load_settings(file, _build) == {"name": "x", "count": 2, "inner": {"count": 3}}
 

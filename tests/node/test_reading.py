@@ -90,6 +90,23 @@ def test_new_latencies_are_the_full_readers(after: int, head: int) -> None:
         assert reader.latencies(head, after) == read_latencies(region, after)
 
 
+def _bad_proc_1_bytes(u: layout.UsageStruct) -> None:
+    u.procs[1].pid = 5
+    u.procs[1].bytes[0][0] = (1 << 64) - 1
+    u.procs[1].bytes[3][5] = 1
+
+
+def _bad_proc_3_bytes_and_reserve(u: layout.UsageStruct) -> None:
+    u.procs[3].pid = 7
+    u.procs[3].bytes[0][0] = 1 << 63
+    u.procs[3].reserve[2] = 1 << 63
+
+
+def _bad_used_and_reserved(u: layout.UsageStruct) -> None:
+    u.used[0] = 1 << 63
+    u.reserved[1] = 1 << 63
+
+
 BAD: dict[str, Callable[[layout.UsageStruct], None]] = {
     "magic": lambda u: setattr(u, "magic", 1),
     "version": lambda u: setattr(u, "version", layout.LAYOUT_VERSION + 1),
@@ -98,20 +115,9 @@ BAD: dict[str, Callable[[layout.UsageStruct], None]] = {
     "inflight.changed_ns": lambda u: setattr(u.inflight, "changed_ns", -5),
     "procs[2].pid": lambda u: setattr(u.procs[2], "pid", -3),
     "procs[4].pid": lambda u: setattr(u.procs[4], "pid", PID_MAX),
-    "procs[1].bytes": lambda u: (
-        setattr(u.procs[1], "pid", 5),
-        u.procs[1].bytes[0].__setitem__(0, (1 << 64) - 1),
-        u.procs[1].bytes[3].__setitem__(5, 1),
-    ),
-    "procs[3].bytes and reserve": lambda u: (
-        setattr(u.procs[3], "pid", 7),
-        u.procs[3].bytes[0].__setitem__(0, 1 << 63),
-        u.procs[3].reserve.__setitem__(2, 1 << 63),
-    ),
-    "used and reserved": lambda u: (
-        u.used.__setitem__(0, 1 << 63),
-        u.reserved.__setitem__(1, 1 << 63),
-    ),
+    "procs[1].bytes": _bad_proc_1_bytes,
+    "procs[3].bytes and reserve": _bad_proc_3_bytes_and_reserve,
+    "used and reserved": _bad_used_and_reserved,
 }
 
 

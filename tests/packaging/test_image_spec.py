@@ -146,9 +146,9 @@ def test_requirements_pin_what_the_node_and_k8s_extras_need(spec: ImageSpec) -> 
         assert not set(version) & set("<>=!~*; "), line
         pins[_normal(name)] = version
     for requirement in _requirements(IMAGE_EXTRAS):
-        version = pins.get(_normal(requirement.name))
-        assert version is not None, f"{requirement} is not pinned"
-        assert requirement.specifier.contains(version, prereleases=False), requirement
+        pinned = pins.get(_normal(requirement.name))
+        assert pinned is not None, f"{requirement} is not pinned"
+        assert requirement.specifier.contains(pinned, prereleases=False), requirement
     assert not {_normal(name) for name in NEVER} & set(pins)
     assert "pip" not in pins  # the installer runs from its wheel (image.toml)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from placement_helpers import write_small_trace
+
+from placement.placement_helpers import write_small_trace
 
 
 @pytest.fixture

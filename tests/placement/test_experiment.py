@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from placement_helpers import make_state
 
 from arkgpu.bench.placement_study import arrived_until
 from arkgpu.model.resources import MILLI_PER_GPU, Node, Pod
@@ -23,6 +22,7 @@ from arkgpu.sim.placing import (
     shuffle_and_tune,
 )
 from arkgpu.traces.openb import load_nodes, load_pods
+from placement.placement_helpers import make_state
 
 GOLDEN = Path(__file__).parent / "golden_small_trace.json"
 
@@ -183,6 +183,8 @@ def test_cpu_only_failures_are_counted_at_each_checkpoint() -> None:
     arrived = arrived_until(pods, 4 * MILLI_PER_GPU, config.seed, config.inflate)
     expected = sum(pod.num_gpu == 0 for pod in arrived)
     assert expected > 0
-    assert result.cpu_only_failed_at(100) == (expected, pytest.approx(64.0 * expected))
+    failed, cores = result.cpu_only_failed_at(100)
+    assert failed == expected
+    assert cores == pytest.approx(64.0 * expected)
     assert np.all(np.diff(result.cpu_only_failed) >= 0)
     assert result.pods_failed >= result.cpu_only_failed[-1]

@@ -53,8 +53,8 @@ SERVICE = LcDemand("m", target_ms=40.0, rate_rps=100.0, max_batch=8)
 def test_every_gpu_that_cannot_take_an_lc_service_says_why() -> None:
     """Memory, an impossible target and the BE reserve each give their own reason."""
     crowded = GpuSnapshot(0, 10_000, (SERVICE.at_rate(250.0), SERVICE.at_rate(250.0)))
-    small = GpuSnapshot(1, 500)
-    empty = GpuSnapshot(2, 10_000)
+    small: GpuSnapshot[LcDemand] = GpuSnapshot(1, 500)
+    empty: GpuSnapshot[LcDemand] = GpuSnapshot(2, 10_000)
     verdicts = lc_verdicts(SERVICE, 1000, [crowded, small, empty], SIZER, be_reserve=0.0)
     assert [v.fits for v in verdicts] == [False, False, True]
     assert "shares" in verdicts[0].reason or "no share" in verdicts[0].reason
@@ -70,7 +70,8 @@ def test_every_gpu_that_cannot_take_an_lc_service_says_why() -> None:
 def test_the_gpu_with_most_spare_share_wins_and_ties_go_to_the_earlier() -> None:
     """Two empty GPUs tie (the first wins); a GPU already hosting a service loses to both."""
     busy = GpuSnapshot(0, 10_000, (SERVICE,))
-    first, second = GpuSnapshot(1, 10_000), GpuSnapshot(2, 10_000)
+    first: GpuSnapshot[LcDemand] = GpuSnapshot(1, 10_000)
+    second: GpuSnapshot[LcDemand] = GpuSnapshot(2, 10_000)
     assert choose_gpu_for_lc(SERVICE, 1000, [busy, first, second], SIZER) == 1
     verdicts = lc_verdicts(SERVICE, 1000, [busy, first, second], SIZER)
     assert verdicts[0].score < verdicts[1].score == verdicts[2].score
@@ -80,8 +81,8 @@ def test_be_jobs_go_where_lc_services_leave_most_per_job() -> None:
     """A GPU with an LC service and no BE job beats one with no LC service and three BE jobs
     when its spare share per job is larger; memory still filters."""
     hosting = GpuSnapshot(0, 10_000, (SERVICE.at_rate(20.0),))
-    shared = GpuSnapshot(1, 10_000, (), be_jobs=3)
-    full = GpuSnapshot(2, 100)
+    shared: GpuSnapshot[LcDemand] = GpuSnapshot(1, 10_000, (), be_jobs=3)
+    full: GpuSnapshot[LcDemand] = GpuSnapshot(2, 100)
     verdicts = be_verdicts(1000, [hosting, shared, full], SIZER)
     assert verdicts[0].score > verdicts[1].score == 0.25
     assert not verdicts[2].fits

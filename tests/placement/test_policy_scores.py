@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from placement_helpers import make_state, pod
 
 from arkgpu.model.cluster import Assignment
 from arkgpu.placement import POLICIES, PolicyContext
@@ -12,6 +11,7 @@ from arkgpu.placement.dotprod import option_scores
 from arkgpu.placement.fgd import FgdPolicy
 from arkgpu.placement.fragmentation import FragTables, TypicalPods, fragmentation
 from arkgpu.placement.heuristics import BestFitPolicy, ClusteringPolicy, PackingPolicy
+from placement.placement_helpers import make_state, pod
 
 RNG = np.random.default_rng(0)
 

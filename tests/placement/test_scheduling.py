@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from placement_helpers import write_small_trace
 
 from arkgpu.model.cluster import Assignment, ClusterState, PlacementError
 from arkgpu.model.resources import Node, Pod
@@ -26,6 +25,7 @@ from arkgpu.placement.ranking import unfit_reason, unfit_reasons
 from arkgpu.placement.scheduling import Scheduler, best_verdict, build_policy
 from arkgpu.sim.placing import decide
 from arkgpu.traces.openb import load_nodes, load_pods
+from placement.placement_helpers import write_small_trace
 
 #: Every registered policy whose choice draws nothing from the generator (Random
 #: draws its node while ranking, so a second ranking for the bind draws again).

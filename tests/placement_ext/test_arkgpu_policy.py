@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from arkgpu.model.cluster import ClusterState
 from arkgpu.model.resources import Node, Pod
 from arkgpu.placement import POLICIES, PolicyContext
-from arkgpu.placement.arkgpu import ArkgpuConfig, ArkgpuPolicy, ShapeLearner
+from arkgpu.placement.arkgpu import ArkgpuConfig, ArkgpuPolicy
+from arkgpu.placement.arkgpu_learning import ShapeLearner
 from arkgpu.placement.arkgpu_values import _remainder_values
 from arkgpu.placement.base import feasible_nodes
 from arkgpu.traces.catalog import all_node_list

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from defrag_cases import two_gpu_problem
 
 from arkgpu.model.cluster import Assignment, PlacementError
 from arkgpu.placement.defrag import (
@@ -20,6 +19,7 @@ from arkgpu.placement.defrag import (
 from arkgpu.placement.defrag_ga import GaConfig, ga_plan
 from arkgpu.sim.replay import place_until
 from arkgpu.traces.openb import load_nodes, load_pods
+from placement_ext.defrag_cases import two_gpu_problem
 
 FAST_GA = GaConfig(population=10, generations=8, time_limit_s=20.0, nodes=8)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from functools import cache
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from arkgpu.predictor.calibrating import (
     COVERAGE,
     LEVELS,
     MIN_UNITS,
+    BoolArray,
     choose_level,
     choose_levels,
     interval_ends,
@@ -27,7 +30,9 @@ from arkgpu.predictor.groups import as_groups, group_targets
 from arkgpu.predictor.guarding import Guard, OutOfFold, Shrink, choose_weight, kind_shrinks
 from arkgpu.predictor.pair_rows import build_rows, measured_alone, solo_key
 from arkgpu.traces.profiles import (
+    MpsRecord,
     PairRecord,
+    SoloRecord,
     default_profile_dir,
     load_mps_profiles,
     load_pair_profiles,
@@ -44,19 +49,22 @@ held-out targets moves by +-4 points from seed to seed."""
 
 
 @cache
-def _report(gpu: str, split: str) -> dict:  # type: ignore[type-arg]
+def _report(gpu: str, split: str) -> dict[str, Any]:
     """Held-out report on one set (``gpu``), or on both fitted together (``both``); the
     random split pooled over :data:`RANDOM_REPEATS` seeds."""
     directory = default_profile_dir()
     gpus = SETS if gpu == "both" else (gpu,)
     solo = [r for r in load_solo_profiles(directory) if r.gpu in gpus]
-    groups = [*load_pair_profiles(directory), *load_mps_profiles(directory)]
+    groups: list[PairRecord | MpsRecord] = [
+        *load_pair_profiles(directory),
+        *load_mps_profiles(directory),
+    ]
     repeats = RANDOM_REPEATS if split == "random" else 1
     chosen = [g for g in groups if g.gpu in gpus]
     return evaluate(solo, chosen, split, repeats=repeats).to_dict()
 
 
-def _counted(report: dict, name: str) -> dict:  # type: ignore[type-arg]
+def _counted(report: dict[str, Any], name: str) -> dict[str, Any]:
     bins = report["level2_breakdown"]["strength"][name]
     return {label: b for label, b in bins.items() if b["count"] >= MIN_BIN_TARGETS}
 
@@ -98,7 +106,9 @@ def test_level2_intervals_cover_held_out_targets_per_bin(gpu: str, split: str) -
     assert 0.85 <= report["level2_coverage"]["kind"][kind]["coverage"] <= 0.95
 
 
-def _clustered(units: int, offset: float, rng: np.random.Generator) -> tuple:  # type: ignore[type-arg]
+def _clustered(
+    units: int, offset: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """Log errors of ``units`` models, 60 targets each: noise plus a per-model offset
     (evenly spread over +-``offset``)."""
     shifts = np.linspace(-offset, offset, units)
@@ -107,13 +117,13 @@ def _clustered(units: int, offset: float, rng: np.random.Generator) -> tuple:  #
     return logs, folds
 
 
-def _level(logs: np.ndarray, folds: np.ndarray) -> float:  # type: ignore[type-arg]
+def _level(logs: np.ndarray, folds: np.ndarray) -> float:
     bins = np.zeros(len(logs), dtype=np.int_)
 
-    def calibrate(train: np.ndarray):  # type: ignore[no-untyped-def,type-arg]
-        def inside(level: float, test: np.ndarray) -> np.ndarray:  # type: ignore[type-arg]
+    def calibrate(train: BoolArray) -> Callable[[float, BoolArray], BoolArray]:
+        def inside(level: float, test: BoolArray) -> BoolArray:
             low, high = interval_ends(logs[train], bins[train], level)
-            return (logs[test] >= low) & (logs[test] <= high)  # type: ignore[no-any-return]
+            return (logs[test] >= low) & (logs[test] <= high)
 
         return inside
 
@@ -144,15 +154,15 @@ def test_choose_levels_raises_only_the_scope_whose_errors_cluster() -> None:
     scopes = np.repeat(np.array(["a", "b"]), len(clustered))
     bins = np.zeros(len(logs), dtype=np.int_)
 
-    def calibrate(train: np.ndarray):  # type: ignore[no-untyped-def,type-arg]
-        def inside(level: float, test: np.ndarray) -> np.ndarray:  # type: ignore[type-arg]
+    def calibrate(train: BoolArray) -> Callable[[float, BoolArray], BoolArray]:
+        def inside(level: float, test: BoolArray) -> BoolArray:
             found = {
                 k: interval_ends(logs[train & (scopes == k)], bins[train & (scopes == k)], level)
                 for k in ("a", "b")
             }
             low = np.array([found[k][0] for k in scopes[test]])
             high = np.array([found[k][1] for k in scopes[test]])
-            return (logs[test] >= low) & (logs[test] <= high)  # type: ignore[no-any-return]
+            return (logs[test] >= low) & (logs[test] <= high)
 
         return inside
 
@@ -222,7 +232,7 @@ def test_interval_ends_hold_ninety_percent_of_every_crowded_bin() -> None:
     assert misses_allowed(9) == 0
 
 
-def _scrambled(solo: list, pairs: list[PairRecord]) -> list[PairRecord]:  # type: ignore[type-arg]
+def _scrambled(solo: list[SoloRecord], pairs: list[PairRecord]) -> list[PairRecord]:
     """iGniter's pairs with latencies that the features cannot explain: 85% barely slowed
     (< 1.1), 15% at random slowed 1.6-2.4x, whatever their models, batches and shares."""
     alone = Predictor.fit(solo)
@@ -242,7 +252,8 @@ def test_guard_falls_back_to_no_interference_where_features_do_not_tell() -> Non
     there (issue 35's failure); the guarded model is within 1 point of it in every bin."""
     directory = default_profile_dir()
     solo = [r for r in load_solo_profiles(directory) if r.gpu == "V100"]
-    report = evaluate(solo, _scrambled(solo, load_pair_profiles(directory)), "random").to_dict()
+    pairs = _scrambled(solo, load_pair_profiles(directory))
+    report: dict[str, Any] = evaluate(solo, pairs, "random").to_dict()
     plain = report["level2_breakdown"]["strength"]["no-interference"]
     mild = strength_label(1.0)
     assert _counted(report, "arkgpu contention")[mild]["mape_pct"] > plain[mild]["mape_pct"] + 5
@@ -274,7 +285,7 @@ def test_a_pair_never_measured_together_is_planned_with_headroom(fitted: Predict
 class _NoPairDoubt(ShareSizer):
     """The same sizer without level 2's interval (as before issue 35)."""
 
-    def pair_doubt(self, target: Workload, corunners: object) -> float:  # type: ignore[override]
+    def pair_doubt(self, target: Workload, corunners: object) -> float:
         return self.doubt(target)
 
 

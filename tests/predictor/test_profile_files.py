@@ -29,7 +29,8 @@ def test_igniter_converter_reads_the_shipped_source(shared_profiles: Path) -> No
     assert {round(r.share, 2) for r in imported.solo} == {0.1, 0.2, 0.4, 0.5, 0.6, 0.8, 1.0}
     assert all(p.share_a + p.share_b == pytest.approx(1.0) for p in imported.pairs)
     first = imported.pairs[0]
-    assert (first.model_a, first.batch_a, first.share_a) == ("alexnet", 2, pytest.approx(0.2))
+    assert (first.model_a, first.batch_a) == ("alexnet", 2)
+    assert first.share_a == pytest.approx(0.2)
     assert first.latency_a_ms == pytest.approx(2.7610640856844304)
 
 

@@ -72,8 +72,8 @@ def test_profiles_follow_the_fake_kernels_and_the_shares_and_the_predictor_fits_
     assert pair.latency_b_ms >= FAKE_MODELS["fake-large"].kernel_us(4) / 1000.0
     with open(out / "arkgpu-fake-gpu_solo_stats.csv", newline="") as handle:
         stats = {(r["model"], r["batch"], r["share"]): r for r in csv.DictReader(handle)}
-    for (model, batch, share), row in stats.items():  # NVML saw each share held
-        assert float(row["gpu_util_pct"]) <= 100.0 * float(share) + 10.0, (model, batch, share)
+    for key, stat in stats.items():  # NVML saw each share held; key: (model, batch, share)
+        assert float(stat["gpu_util_pct"]) <= 100.0 * float(key[2]) + 10.0, key
     assert float(stats[("fake-large", "8", "1")]["gpu_util_pct"]) > 40.0
     run = json.loads((out / "run.json").read_text())
     assert run["gpu"] == {

@@ -35,7 +35,7 @@ def test_points_make_canonical_profiles_the_loaders_read(tmp_path: Path) -> None
     assert row.throughput == pytest.approx(4000.0 / 10.0)
     assert (row.l2_util_pct, row.dram_util_pct) == (None, 30.0)
     [p] = load_pair_profiles(tmp_path)
-    assert (p.latency_a_ms, p.latency_b_ms) == (pytest.approx(12.0), pytest.approx(20.0))
+    assert (p.latency_a_ms, p.latency_b_ms) == pytest.approx((12.0, 20.0))
     assert p.std_a_ms == pytest.approx(1.2)
     stats = (tmp_path / "h200_solo_stats.csv").read_text().splitlines()
     assert stats[0].startswith("workload,model,batch,share,median_ms,p99_ms,std_ms")

@@ -21,7 +21,8 @@ def _curve(unallocated_at_100: float) -> list[float]:
     """Allocation % at 0..130% arrived: all placed until 90%, then flattening."""
     x = np.arange(131, dtype=float)
     top = 100.0 - unallocated_at_100
-    return np.minimum(x, 90 + (top - 90) * np.clip((x - 90) / 10, 0, 1.3)).tolist()
+    curve: list[float] = np.minimum(x, 90 + (top - 90) * np.clip((x - 90) / 10, 0, 1.3)).tolist()
+    return curve
 
 
 def placement_doc() -> dict[str, object]:

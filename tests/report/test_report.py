@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from report_data import synthetic_results
 
 from arkgpu.bench import report
 from arkgpu.bench.report import DemoConfig, DemoResults, merge_modes, run_demo, summary_lines
 from arkgpu.bench.report_html import write_report
 from arkgpu.cli.main import main
+from report.report_data import synthetic_results
 
 
 def _one_mode_doc(mode: str, goodput: float) -> dict[str, object]:

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from browser_cdp import PageReport, find_browser, load_page
 from PIL import Image
-from report_data import synthetic_results
 
 from arkgpu.bench.report_html import write_report
 from arkgpu.cli.main import main
+from report.browser_cdp import PageReport, find_browser, load_page
+from report.report_data import synthetic_results
 
 FIGURES = (
     "placement-unallocated.png",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from arkgpu.k8s import contract
@@ -19,7 +21,7 @@ def _pod(
     created: str,
     gpus: tuple[AssignedGpu, ...] | None,
     node: str = NODE,
-    **kwargs: object,
+    **kwargs: Any,  # PodInfo's other fields
 ) -> PodInfo:
     notes = {}
     if gpus is not None:

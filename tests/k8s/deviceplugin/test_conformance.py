@@ -235,7 +235,7 @@ def test_allocate_then_prestart_give_the_pods_region_env_mounts_and_devices(setu
     with pytest.raises(grpc.RpcError) as refused:
         kubelet.latest().stub.Allocate(request, timeout=30)
     assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert "device GPU-other::0 is not advertised here" in refused.value.details()
+    assert "device GPU-other::0 is not advertised here" in (refused.value.details() or "")
 
     assert _get(setup.port, "/healthz") == (200, "ok\n")
     assert _get(setup.port, "/readyz") == (200, "ok\n")

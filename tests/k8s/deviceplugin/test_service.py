@@ -189,7 +189,7 @@ def test_allocate_needs_no_api_server_and_prestart_waits_for_it(running: Running
     with pytest.raises(grpc.RpcError) as away:
         running.kubelet.start_container(spec, "c")
     assert away.value.code() == grpc.StatusCode.UNAVAILABLE
-    assert "ConnectionError: connection refused" in away.value.details()
+    assert "ConnectionError: connection refused" in (away.value.details() or "")
     running.api.fail_next = 0
     running.kubelet.start_container(spec, "c")
     assert read_limits(region).share_bp == 5000
@@ -266,7 +266,7 @@ def test_unhealthy_or_unknown_devices_are_refused_readably(running: Running) -> 
         with pytest.raises(grpc.RpcError) as refused:
             running.kubelet.latest().stub.Allocate(request, timeout=30)
         assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-        assert reason in refused.value.details()
+        assert reason in (refused.value.details() or "")
 
 
 def _hami_pod(name: str, notes: dict[str, str], limits: dict[str, str]) -> PodInfo:

@@ -25,7 +25,6 @@ milli-GPUs:
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 from collections.abc import Iterator
@@ -57,6 +56,8 @@ from e2e.controlplane import (
     running_scheduler,
     write_extender_scheduler_config,
 )
+from e2e.kube_types import body as json_body
+from e2e.kube_types import loaded
 from e2e.nodes import create_gpu_node
 
 DRIVER = "gpu.arkgpu.io"
@@ -115,11 +116,11 @@ def submit(api: k8s.ApiClient, path: str, namespace: str, index: int, pod: Pod) 
             },
         }
         claim = {"metadata": {"name": name}, "spec": {"devices": {"requests": [request]}}}
-        k8s.ResourceV1Api(api).create_namespaced_resource_claim(namespace, claim)
+        k8s.ResourceV1Api(api).create_namespaced_resource_claim(namespace, json_body(claim))
         spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]
         spec["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
     body = {"metadata": {"name": name}, "spec": spec}
-    k8s.CoreV1Api(api).create_namespaced_pod(namespace, body)
+    k8s.CoreV1Api(api).create_namespaced_pod(namespace, json_body(body))
 
 
 def _claims(api: k8s.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
@@ -129,7 +130,7 @@ def _claims(api: k8s.ApiClient, namespace: str | None) -> list[dict[str, Any]]:
         if namespace is None
         else resource.list_namespaced_resource_claim(namespace, _preload_content=False)
     )
-    items: list[dict[str, Any]] = json.loads(raw.data)["items"]
+    items: list[dict[str, Any]] = loaded(raw)["items"]
     return items
 
 
@@ -145,7 +146,7 @@ def allocated_milli(api: k8s.ApiClient, path: str, namespace: str) -> int:
         ]
         return 10 * sum(loads)
     core = k8s.CoreV1Api(api)
-    pods = json.loads(core.list_namespaced_pod(namespace, _preload_content=False).data)["items"]
+    pods = loaded(core.list_namespaced_pod(namespace, _preload_content=False))["items"]
     total_bp = 0
     for pod in pods:
         note = (pod["metadata"].get("annotations") or {}).get(ANNOTATION_ASSIGNMENT)

@@ -42,6 +42,7 @@ from e2e.controlplane import (
     build_control_plane,
     running_control_plane,
 )
+from e2e.kube_types import body, filled
 
 from .fragmentation_paths import (
     DRIVER,
@@ -83,11 +84,11 @@ a pod refused once may still be retried (backoff) and bound."""
 def _counts(api: k8s.ApiClient, namespace: str) -> tuple[int, int, int, Counter[str]]:
     """(pods, bound, unschedulable, the unschedulable pods' reasons)."""
     pods = k8s.CoreV1Api(api).list_namespaced_pod(namespace).items
-    bound = sum(1 for p in pods if p.spec.node_name)
+    bound = sum(1 for p in pods if filled(p.spec).node_name)
     reasons: Counter[str] = Counter()
     for p in pods:
-        for c in p.status.conditions or []:
-            if not p.spec.node_name and c.reason == "Unschedulable":
+        for c in filled(p.status).conditions or []:
+            if not filled(p.spec).node_name and c.reason == "Unschedulable":
                 reasons[str(c.message)[:160]] += 1
     return len(pods), bound, sum(reasons.values()), reasons
 
@@ -113,8 +114,8 @@ def _settle(
 def _namespace(api: k8s.ApiClient, path: str) -> str:
     name = f"study-{path.replace('_', '-')}"
     core = k8s.CoreV1Api(api)
-    core.create_namespace({"metadata": {"name": name}})
-    core.create_namespaced_service_account(name, {"metadata": {"name": "default"}})
+    core.create_namespace(body({"metadata": {"name": name}}))
+    core.create_namespaced_service_account(name, body({"metadata": {"name": "default"}}))
     return name
 
 
@@ -166,7 +167,7 @@ def run_all(
                 "metadata": {"name": DRIVER},
                 "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
             }
-            k8s.ResourceV1Api(api).create_device_class(deviceclass)
+            k8s.ResourceV1Api(api).create_device_class(body(deviceclass))
             return {p: run_path(plane, bin_dir, p, nodes, submitted, timeout_s) for p in paths}
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -35,7 +35,7 @@ def test_the_client_keeps_a_pool_for_concurrent_binds(tmp_path: Path) -> None:
         assert api.configuration.connection_pool_maxsize == POOL_SIZE > 10
         assert api.rest_client.pool_manager.connection_pool_kw["maxsize"] == POOL_SIZE
     finally:
-        api.close()
+        api.close()  # type: ignore[no-untyped-call]
 
 
 def test_a_missing_kubeconfig_is_one_line(tmp_path: Path) -> None:
@@ -54,4 +54,4 @@ def test_every_watched_resource_reaches_the_network(tmp_path: Path, resource: st
         assert failed.value.status == 0
         assert "AttributeError" not in str(failed.value)
     finally:
-        api.close()
+        api.close()  # type: ignore[no-untyped-call]

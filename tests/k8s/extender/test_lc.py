@@ -12,6 +12,7 @@ from arkgpu.k8s.contract import ANNOTATION_INVENTORY, NodeInventory
 from arkgpu.k8s.extender.config import ExtenderConfig
 from arkgpu.k8s.extender.running import build_scheduler, lc_sizers
 from arkgpu.k8s.extender.state import ClusterView
+from arkgpu.k8s.inventory import Corrections
 
 from .helpers import node, pod
 
@@ -57,7 +58,7 @@ def test_a_model_the_predictor_lacks_is_refused_with_its_name() -> None:
 def _calibrated(name: str, factor: float) -> dict[str, object]:
     """Node ``name`` (one GPU) whose node runtime published a correction for resnet50."""
     obj = node(name, 1)
-    notes = obj["metadata"]["annotations"]  # type: ignore[index]
+    notes = obj["metadata"]["annotations"]
     inventory = NodeInventory.from_json(notes[ANNOTATION_INVENTORY])
     notes[ANNOTATION_INVENTORY] = replace(inventory, corrections=(("resnet50", factor),)).to_json()
     return obj
@@ -76,15 +77,18 @@ def test_lc_pods_are_sized_with_the_corrections_the_nodes_published() -> None:
     view.node_seen(read_node(node("b", 1)))
     version = view.version
     view.node_seen(read_node(_calibrated("c", 1.6)))
-    assert view.corrections == (("resnet50", 1.6),)
+    published: Corrections = (("resnet50", 1.6),)
+    assert view.corrections == published
     assert view.version > version + 1  # the node joined, and the check changed
     sized = view.assign(read_pod(_lc("sized", rps)), "b").assignment.gpus[0].share_bp
     assert sized > plain * 1.2, (plain, sized)
     view.node_seen(read_node(node("c", 1)))  # the runtime's correction withdrawn
-    assert view.corrections == ()
+    withdrawn: Corrections = ()
+    assert view.corrections == withdrawn
     again = view.assign(read_pod(_lc("again", rps)), "c").assignment.gpus[0].share_bp
     assert again == plain
     # a relist: b and c (with LC pods placed before and after the change) are gone, which
     # releases their pods from the same check that placed them
     view.replace_nodes([read_node(_calibrated("d", 1.3)), read_node(node("a", 1))])
-    assert view.corrections == (("resnet50", 1.3),)
+    relisted: Corrections = (("resnet50", 1.3),)
+    assert view.corrections == relisted

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from arkgpu.k8s.cluster.objects import quantity, read_node, read_pod
+from arkgpu.k8s.cluster.objects import read_node, read_pod
 from arkgpu.k8s.contract import ContractError
 from arkgpu.k8s.extender.config import ExtenderConfig, load_config
 from arkgpu.k8s.extender.requests import NO_MODEL, gpu_spec, model_pod, shares
-from arkgpu.k8s.gpu_requests import GpuRequest
+from arkgpu.k8s.gpu_requests import GpuRequest, quantity
 from arkgpu.model.resources import LcAttributes
 
 from .helpers import MEMORY, node, pod

@@ -39,8 +39,7 @@ def test_largest_per_node_skips_mig_and_bad_inventories(caplog: pytest.LogCaptur
 def test_index_follows_list_and_watch_events() -> None:
     """Unknown until listed nodes have inventories; updates and deletions move the maximum."""
     index = GpuMemoryIndex()
-    assert index.largest() is None
-    assert not index.listed
+    assert (index.largest(), index.listed) == (None, False)
     index.replace_all({"a": _inventory(16_384), "b": None})
     assert index.listed
     assert index.largest() == 16_384
@@ -64,7 +63,8 @@ class CountingApi(MemoryApi):
 
     def __init__(self) -> None:
         super().__init__()
-        self.lists, self.broken, self.watched_from = 0, 0, []
+        self.lists, self.broken = 0, 0
+        self.watched_from: list[str] = []
 
     def list(self, resource: str) -> Listed:
         self.lists += 1

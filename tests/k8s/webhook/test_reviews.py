@@ -44,9 +44,9 @@ def _without(body: dict[str, Any], *path: str) -> dict[str, Any]:
     return out
 
 
-def _with(body: dict[str, Any], value: Any, *path: str) -> dict[str, Any]:
+def _with(body: dict[str, Any], value: Any, *path: str | int) -> dict[str, Any]:
     out = copy.deepcopy(body)
-    target = out
+    target: Any = out
     for key in path[:-1]:
         target = target[key]
     target[path[-1]] = value
@@ -168,6 +168,7 @@ def test_fuzzed_review_is_answered_or_refused_with_4xx(
         target = target[key]
     target[path[-1]] = junk
     handlers = admission()
+    refused: RequestError | None
     try:
         answer = (handlers.mutate if mutate else handlers.validate)(body)
     except RequestError as exc:

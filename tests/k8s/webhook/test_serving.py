@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -78,7 +78,9 @@ def _call(
         conn.request(method, path, body, headers)
         answer = conn.getresponse()
         peer = conn.sock.getpeercert() if conn.sock else None
-        subject = dict(x[0] for x in peer["subject"]) if peer else {}
+        # ssl's documented shape: relative distinguished names of (name, value) pairs
+        names = cast(tuple[tuple[tuple[str, str], ...], ...], peer["subject"] if peer else ())
+        subject = dict(x[0] for x in names)
         return answer.status, answer.read(), str(subject.get("commonName", ""))
     finally:
         conn.close()
