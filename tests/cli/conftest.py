@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from bad_input_helpers import bad_files
+
+from cli.bad_input_helpers import bad_files
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from bad_input_helpers import (
+
+from arkgpu.cli.main import build_parser, main
+from cli.bad_input_helpers import (
     Case,
     check,
     generated_cases,
@@ -35,11 +37,9 @@ from bad_input_helpers import (
     run_case,
     takes_value,
 )
-from test_bad_input_k8s import K8S_CASES
-from test_bad_input_placement import P_RUN, PLACEMENT_CASES
-from test_bad_input_predictor import PREDICTOR_CASES
-
-from arkgpu.cli.main import build_parser, main
+from cli.test_bad_input_k8s import K8S_CASES
+from cli.test_bad_input_placement import P_RUN, PLACEMENT_CASES
+from cli.test_bad_input_predictor import PREDICTOR_CASES
 
 CASES: tuple[Case, ...] = (
     Case("no command group", (), "GROUP", "command"),
@@ -127,7 +127,8 @@ def test_a_missing_key_in_our_own_data_is_a_bug(
     from arkgpu.cli import colocate  # noqa: PLC0415
 
     def broken(args: argparse.Namespace) -> int:
-        return int({}["summaries"])
+        summaries: dict[str, int] = {}
+        return summaries["summaries"]
 
     monkeypatch.setattr(colocate, "_mps_check", broken)
     monkeypatch.delenv("ARKGPU_DEBUG", raising=False)

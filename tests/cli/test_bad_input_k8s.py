@@ -7,7 +7,8 @@ Each case must end as every bad input does (:func:`bad_input_helpers.check`).
 from __future__ import annotations
 
 import pytest
-from bad_input_helpers import Case, run_case
+
+from cli.bad_input_helpers import Case, run_case
 
 DP = ("device-plugin", "run", "--config")
 DEVICE_PLUGIN_CASES: tuple[Case, ...] = (

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from bad_input_helpers import Case, run_case
+
+from cli.bad_input_helpers import Case, run_case
 
 FIT = ("predictor", "fit", "--out", "{tmp}/p.json")
 EVAL = ("predictor", "eval")
