@@ -175,6 +175,24 @@ def test_eval_repeats_pools_random_splits_and_refuses_other_splits(
     assert "leave-one-model-out" in err
 
 
+def test_eval_new_model_points_titles_the_table_and_needs_leave_one_model_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--new-model-points 3x2`` says in the title how a held-out model was fitted; with
+    another split it is a one-line error naming the option."""
+    from arkgpu.traces.profiles import default_profile_dir  # noqa: PLC0415
+
+    args = ["predictor", "eval", "--profiles", str(default_profile_dir()), "--gpu", "V100"]
+    points = ["--new-model-points", "3x2"]
+    assert main([*args, "--split", "leave-one-model-out", *points]) == 0
+    out = capsys.readouterr().out
+    assert "a held-out model fitted on 3 batches x 2 shares of its own points" in out
+    assert main([*args, *points]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert "--new-model-points" in err
+
+
 def test_bench_times_level2_for_repeated_and_unseen_workloads(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

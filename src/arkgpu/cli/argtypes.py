@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -111,6 +112,21 @@ def _seed_list(text: str) -> tuple[int, ...]:
 
 seed_list = ArgType(_seed_list, ("5-1", "-5", "abc", "", "1,,2", "0-999999"), "seeds")
 """An argparse type: seeds as ``N``, ``N-M`` or ``N,M,...`` (each >= 0, ranges ascending)."""
+
+
+def _grid_size(text: str) -> tuple[int, int]:
+    accepted = "BxS (batches x shares, integers >= 1, at least 2 points in all)"
+    found = re.fullmatch(r"(\d+)x(\d+)", text.strip(), flags=re.ASCII)
+    if found is None:
+        raise _fail(text, accepted)
+    batches, shares = int(found[1]), int(found[2])
+    if min(batches, shares) < 1 or batches * shares < 2:
+        raise _fail(text, accepted)
+    return batches, shares
+
+
+grid_size = ArgType(_grid_size, ("3", "0x2", "1x1", "ax2", "3x2x1", "٣x2"), "grid")
+"""An argparse type: ``BxS``, a count of batches times a count of shares (2 points or more)."""
 
 
 def name_list(

@@ -16,6 +16,7 @@ import argparse
 from arkgpu.cli.argtypes import (
     ArgType,
     CliError,
+    grid_size,
     integer,
     name_list,
     number,
@@ -44,6 +45,7 @@ __all__ = [
     "OutputDir",
     "config_option",
     "file_output",
+    "grid_size",
     "input_dir",
     "input_file",
     "input_path",

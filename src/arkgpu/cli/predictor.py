@@ -14,6 +14,7 @@ from arkgpu.cli import figures
 from arkgpu.cli.options import (
     CliError,
     file_output,
+    grid_size,
     input_file,
     input_path,
     integer,
@@ -75,6 +76,14 @@ def register(subparsers: Any) -> None:
         default=1,
         help="pool N random splits, seeds N0 .. N0+N-1 where N0 is --seed, and show each "
         "interval bin's lowest and highest coverage among them (random split only; default: 1)",
+    )
+    ev.add_argument(
+        "--new-model-points",
+        metavar="BxS",
+        type=grid_size,
+        help="leave-one-model-out: fit each held-out model on B batches x S shares of its own "
+        "points, as if profiled there, instead of one point and the others' shape "
+        "(e.g. 3x2; default: one point)",
     )
     json_option(ev, "the report")
     plot_option(ev, "the errors as a bar chart")
@@ -192,6 +201,8 @@ def run_eval(args: argparse.Namespace) -> int:
     """Evaluate on the chosen split and print a table or JSON."""
     if args.repeats > 1 and args.split not in SEEDED_SPLITS:
         raise CliError(f"--repeats: split {args.split!r} holds out the same records every time")
+    if args.new_model_points and args.split != "leave-one-model-out":
+        raise CliError(f"--new-model-points: applies to leave-one-model-out, not {args.split!r}")
     profiles = load_profiles(args)
     slopes = None
     if args.igniter_config:
@@ -210,6 +221,7 @@ def run_eval(args: argparse.Namespace) -> int:
             args.split,
             seed=args.seed,
             repeats=args.repeats,
+            new_model_points=args.new_model_points,
             on_fold=step,
             published_l2_slopes=slopes,
         )
@@ -229,7 +241,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 def _eval_table(result: Evaluation) -> Table:
     table = make_table(
-        f"held-out error, split {result.split} ({_seeds(result)})",
+        f"held-out error, split {result.split} ({_seeds(result)}{_points(result)})",
         (
             label("level"),
             label("predictor"),
@@ -297,6 +309,13 @@ def _coverage_table(result: Evaluation) -> Table:
                 cells.append("n/a" if cover.lowest is None else " - ".join(ends))
             table.add_row(f"{by} {name}", *cells)
     return table
+
+
+def _points(result: Evaluation) -> str:
+    if result.new_model_points is None:
+        return ""
+    batches, shares = result.new_model_points
+    return f"; a held-out model fitted on {batches} batches x {shares} shares of its own points"
 
 
 def _seeds(result: Evaluation) -> str:

@@ -27,6 +27,7 @@ from arkgpu.predictor.breakdown import bin_errors, corunner_label, strength_labe
 from arkgpu.predictor.config import PredictorConfig
 from arkgpu.predictor.covering import Coverage, coverage_tables
 from arkgpu.predictor.groups import Group, Target, as_groups, group_targets
+from arkgpu.predictor.onboarding import own_curve, pick_design
 from arkgpu.predictor.predicting import Predictor
 from arkgpu.predictor.splitting import SPLITS, Fold
 from arkgpu.predictor.workloads import Workload
@@ -92,7 +93,11 @@ class Errors:
         table.setdefault(name, []).extend(values.tolist())
 
 
-def _new_model_level1(fold: Fold, predictor: Predictor, errors: Errors) -> None:
+def _new_model_level1(
+    fold: Fold, predictor: Predictor, errors: Errors, points: tuple[int, int] | None
+) -> None:
+    """A model held out: predicted from one point borrowing the others' shape, or, with
+    ``points`` (batches, shares), fitted on that many of its own points alone."""
     model = fold.new_model
     others = {key: c for key, c in predictor.curves.items() if key[1] != model}
     if model is None or not others:
@@ -100,23 +105,53 @@ def _new_model_level1(fold: Fold, predictor: Predictor, errors: Errors) -> None:
     without = Predictor(others, predictor.utils, predictor.interference, predictor.config)
     for gpu in sorted({r.gpu for r in fold.solo_train if r.model == model}):
         mine = [r for r in fold.solo_train if r.model == model and r.gpu == gpu]
-        anchor = pick_anchor(mine)
-        test = [r for r in mine if r is not anchor]
-        if not test:
-            continue
-        guess = without.with_model(model, anchor.batch, anchor.share, anchor.latency_ms, gpu)
-        measured = np.array([r.latency_ms for r in test])
-        ours = guess.latency_ms_many(model, [r.batch for r in test], [r.share for r in test], gpu)
-        errors.level1.extend(ape(ours, measured).tolist())
-        naive = [
-            anchor.latency_ms * r.batch * anchor.share / (anchor.batch * r.share) for r in test
-        ]
-        errors.add(errors.baselines1, "anchor-proportional", ape(np.array(naive), measured))
+        if points is None:
+            _score_anchored(without.with_model, model, gpu, mine, errors)
+        else:
+            _score_own_points(mine, points, errors)
 
 
-def _level1(fold: Fold, predictor: Predictor, errors: Errors, seed: int) -> None:
+def _score_own_points(mine: list[SoloRecord], points: tuple[int, int], errors: Errors) -> None:
+    profiled = pick_design(mine, *points)
+    test = [r for r in mine if all(r is not p for p in profiled)]
+    if test:
+        ours = own_curve(profiled).latency_ms_many(*_batches_shares(test))
+        errors.level1.extend(ape(ours, np.array([r.latency_ms for r in test])).tolist())
+
+
+def _score_anchored(
+    with_model: Callable[..., Predictor],
+    model: str,
+    gpu: str,
+    mine: list[SoloRecord],
+    errors: Errors,
+) -> None:
+    anchor = pick_anchor(mine)
+    test = [r for r in mine if r is not anchor]
+    if not test:
+        return
+    guess = with_model(model, anchor.batch, anchor.share, anchor.latency_ms, gpu)
+    measured = np.array([r.latency_ms for r in test])
+    ours = guess.latency_ms_many(model, *_batches_shares(test), gpu)
+    errors.level1.extend(ape(ours, measured).tolist())
+    naive = [anchor.latency_ms * r.batch * anchor.share / (anchor.batch * r.share) for r in test]
+    errors.add(errors.baselines1, "anchor-proportional", ape(np.array(naive), measured))
+
+
+def _batches_shares(records: Sequence[SoloRecord]) -> tuple[FloatArray, FloatArray]:
+    batch = np.array([r.batch for r in records], dtype=np.float64)
+    return batch, np.array([r.share for r in records], dtype=np.float64)
+
+
+def _level1(
+    fold: Fold,
+    predictor: Predictor,
+    errors: Errors,
+    seed: int,
+    new_model_points: tuple[int, int] | None = None,
+) -> None:
     if fold.new_model is not None:
-        _new_model_level1(fold, predictor, errors)
+        _new_model_level1(fold, predictor, errors, new_model_points)
         return
     if not fold.solo_test:
         return
@@ -229,6 +264,9 @@ class Evaluation:
     predictor's 90% interval (pooled over repeats, with their lowest and highest)."""
     repeats: int = 1
     """Random splits pooled (seeds ``seed`` .. ``seed + repeats - 1``)."""
+    new_model_points: tuple[int, int] | None = None
+    """Leave-one-model-out: (batches, shares) of its own points a held-out model was
+    fitted on (None: one point, the others' shape borrowed)."""
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready report: ``level1``, ``level2``, ``baselines`` and ``level2_breakdown``."""
@@ -236,6 +274,9 @@ class Evaluation:
             "split": self.split,
             "seed": self.seed,
             "repeats": self.repeats,
+            "new_model_points": None
+            if self.new_model_points is None
+            else list(self.new_model_points),
             "folds": self.folds,
             "level1": self.level1.to_dict(),
             "level2": self.level2.to_dict(),
@@ -278,6 +319,7 @@ def evaluate(
     *,
     seed: int = 0,
     repeats: int = 1,
+    new_model_points: tuple[int, int] | None = None,
     config: PredictorConfig | None = None,
     on_fold: Callable[[int, int], None] | None = None,
     published_l2_slopes: dict[str, float] | None = None,
@@ -288,6 +330,8 @@ def evaluate(
     (:mod:`arkgpu.predictor.groups`). ``repeats`` > 1 (seeded splits only) pools
     the folds of seeds ``seed`` .. ``seed + repeats - 1`` (Monte Carlo
     cross-validation: every figure is over all their held-out records).
+    ``new_model_points`` (batches, shares; leave-one-model-out only) fits each held-out
+    model on that many of its own points instead (:mod:`arkgpu.predictor.onboarding`).
     ``on_fold(done, total)`` is called after each fold (progress display).
     ``published_l2_slopes`` (iGniter's k_l2 per model, from
     :func:`arkgpu.traces.profiles_importing.load_igniter_l2_slopes`) adds the
@@ -296,11 +340,12 @@ def evaluate(
     idle-time and power/frequency terms are not modelled).
     """
     folds = _repeated_folds(solo, as_groups(pairs), split_name, seed, repeats)
+    _check_points(split_name, new_model_points)
     errors = Errors()
     measured_alone = solo_lookup(solo)
     for done, (repeat, fold) in enumerate(folds, start=1):
         predictor = Predictor.fit(fold.solo_train, fold.pair_train, config)
-        _level1(fold, predictor, errors, seed + repeat)
+        _level1(fold, predictor, errors, seed + repeat, new_model_points)
         _level2(fold, predictor, errors, published_l2_slopes, measured_alone)
         errors.repeats += [repeat] * (len(errors.inside) - len(errors.repeats))
         if on_fold is not None:
@@ -320,7 +365,17 @@ def evaluate(
         _breakdown(errors),
         coverage,
         repeats,
+        new_model_points,
     )
+
+
+def _check_points(split_name: str, points: tuple[int, int] | None) -> None:
+    if points is None:
+        return
+    if split_name != "leave-one-model-out":
+        raise ValueError(f"new-model points apply to leave-one-model-out, not {split_name!r}")
+    if min(points) < 1 or points[0] * points[1] < 2:
+        raise ValueError(f"new-model points {points}: at least 1 x 1 and 2 points in all")
 
 
 def _repeated_folds(
