@@ -30,12 +30,6 @@ class Coverage:
     highest: float | None = None
     """Highest such fraction."""
 
-    @staticmethod
-    def of(inside: Sequence[float] | FloatArray) -> Coverage:
-        """The coverage of 0/1 flags."""
-        values = np.asarray(inside, dtype=np.float64)
-        return Coverage(float(values.mean()) if values.size else None, int(values.size))
-
     def to_dict(self) -> dict[str, float | int | None]:
         """JSON-ready values."""
         return {

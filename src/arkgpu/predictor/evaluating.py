@@ -106,7 +106,7 @@ def _new_model_level1(
     for gpu in sorted({r.gpu for r in fold.solo_train if r.model == model}):
         mine = [r for r in fold.solo_train if r.model == model and r.gpu == gpu]
         if points is None:
-            _score_anchored(without.with_model, model, gpu, mine, errors)
+            _score_anchored(without, model, gpu, mine, errors)
         else:
             _score_own_points(mine, points, errors)
 
@@ -120,17 +120,13 @@ def _score_own_points(mine: list[SoloRecord], points: tuple[int, int], errors: E
 
 
 def _score_anchored(
-    with_model: Callable[..., Predictor],
-    model: str,
-    gpu: str,
-    mine: list[SoloRecord],
-    errors: Errors,
+    without: Predictor, model: str, gpu: str, mine: list[SoloRecord], errors: Errors
 ) -> None:
     anchor = pick_anchor(mine)
     test = [r for r in mine if r is not anchor]
     if not test:
         return
-    guess = with_model(model, anchor.batch, anchor.share, anchor.latency_ms, gpu)
+    guess = without.with_model(model, anchor.batch, anchor.share, anchor.latency_ms, gpu)
     measured = np.array([r.latency_ms for r in test])
     ours = guess.latency_ms_many(model, *_batches_shares(test), gpu)
     errors.level1.extend(ape(ours, measured).tolist())
@@ -339,8 +335,8 @@ def evaluate(
     co-runners' L2 %), iGniter's L2 term with its own coefficients (its
     idle-time and power/frequency terms are not modelled).
     """
-    folds = _repeated_folds(solo, as_groups(pairs), split_name, seed, repeats)
     _check_points(split_name, new_model_points)
+    folds = _repeated_folds(solo, as_groups(pairs), split_name, seed, repeats)
     errors = Errors()
     measured_alone = solo_lookup(solo)
     for done, (repeat, fold) in enumerate(folds, start=1):
