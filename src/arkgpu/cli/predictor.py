@@ -29,9 +29,9 @@ from arkgpu.cli.tables import Column, console, label, make_table
 from arkgpu.model.gpus import REFERENCE_GPU
 from arkgpu.predictor import Predictor, default_predictor
 from arkgpu.predictor.breakdown import MIN_BIN_TARGETS
-from arkgpu.predictor.evaluating import GUARDED, SEEDED_SPLITS, ErrorSummary, Evaluation, evaluate
+from arkgpu.predictor.evaluating import GUARDED, ErrorSummary, Evaluation, evaluate
 from arkgpu.predictor.plotting import plot_evaluation, plot_latency_vs_share, share_table
-from arkgpu.predictor.splitting import SPLITS
+from arkgpu.predictor.splitting import NEW_MODEL_SPLIT, SEEDED_SPLITS, SPLITS, seeds_label
 from arkgpu.predictor.timing import time_predictor
 from arkgpu.traces.profiles import load_solo_profiles
 from arkgpu.traces.profiles_importing import load_igniter_l2_slopes
@@ -201,7 +201,7 @@ def run_eval(args: argparse.Namespace) -> int:
     """Evaluate on the chosen split and print a table or JSON."""
     if args.repeats > 1 and args.split not in SEEDED_SPLITS:
         raise CliError(f"--repeats: split {args.split!r} holds out the same records every time")
-    if args.new_model_points and args.split != "leave-one-model-out":
+    if args.new_model_points and args.split != NEW_MODEL_SPLIT:
         raise CliError(f"--new-model-points: applies to leave-one-model-out, not {args.split!r}")
     profiles = load_profiles(args)
     slopes = None
@@ -319,8 +319,7 @@ def _points(result: Evaluation) -> str:
 
 
 def _seeds(result: Evaluation) -> str:
-    last = result.seed + result.repeats - 1
-    return f"seed {result.seed}" if result.repeats == 1 else f"seeds {result.seed}-{last}"
+    return seeds_label(result.seed, result.repeats)
 
 
 def _pct(fraction: float | None) -> float | None:

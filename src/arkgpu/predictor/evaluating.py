@@ -29,7 +29,7 @@ from arkgpu.predictor.covering import Coverage, coverage_tables
 from arkgpu.predictor.groups import Group, Target, as_groups, group_targets
 from arkgpu.predictor.onboarding import own_curve, pick_design
 from arkgpu.predictor.predicting import Predictor
-from arkgpu.predictor.splitting import SPLITS, Fold
+from arkgpu.predictor.splitting import NEW_MODEL_SPLIT, SEEDED_SPLITS, SPLITS, Fold
 from arkgpu.predictor.workloads import Workload
 from arkgpu.traces.profiles import MpsRecord, PairRecord, SoloRecord
 
@@ -304,10 +304,6 @@ def _breakdown(errors: Errors) -> dict[str, dict[str, dict[str, ErrorSummary]]]:
     return {"strength": by_strength, "corunners": by_count}
 
 
-SEEDED_SPLITS = frozenset({"random"})
-"""Splits whose folds depend on the seed (the only ones worth repeating)."""
-
-
 def evaluate(
     solo: Sequence[SoloRecord],
     pairs: Sequence[PairRecord | MpsRecord | Group],
@@ -368,7 +364,7 @@ def evaluate(
 def _check_points(split_name: str, points: tuple[int, int] | None) -> None:
     if points is None:
         return
-    if split_name != "leave-one-model-out":
+    if split_name != NEW_MODEL_SPLIT:
         raise ValueError(f"new-model points apply to leave-one-model-out, not {split_name!r}")
     if min(points) < 1 or points[0] * points[1] < 2:
         raise ValueError(f"new-model points {points}: at least 1 x 1 and 2 points in all")

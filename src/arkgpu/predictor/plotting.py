@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from arkgpu.predictor.predicting import Predictor
+from arkgpu.predictor.splitting import seeds_label
 from arkgpu.traces.profiles import SoloRecord
 
 PLOT_POINTS = 200
@@ -88,8 +89,7 @@ def plot_evaluation(report: dict[str, Any], out: Path | str) -> None:
     axes.bar(x + 0.2, p90, width=0.4, label="p90 APE")
     axes.set_xticks(x, names, rotation=30, ha="right")
     axes.set_ylabel("held-out error (%)")
-    seed, repeats = int(report["seed"]), int(report.get("repeats", 1))
-    seeds = f"seed {seed}" if repeats == 1 else f"seeds {seed}-{seed + repeats - 1}"
+    seeds = seeds_label(int(report["seed"]), int(report.get("repeats", 1)))
     axes.set_title(f"split {report['split']}, {seeds} (measured profiles)")
     axes.legend()
     figure.tight_layout()

@@ -37,6 +37,15 @@ class Fold:
 
 SplitFunction = Callable[[Sequence[SoloRecord], Sequence[Group], int], list[Fold]]
 SPLITS: dict[str, SplitFunction] = {}
+SEEDED_SPLITS = frozenset({"random"})
+"""Splits whose folds depend on the seed (the only ones worth repeating)."""
+NEW_MODEL_SPLIT = "leave-one-model-out"
+"""The split whose folds hold out a model as never profiled (:attr:`Fold.new_model`)."""
+
+
+def seeds_label(seed: int, repeats: int) -> str:
+    """``seed 3``, or ``seeds 3-12`` for the seeds of ``repeats`` pooled splits."""
+    return f"seed {seed}" if repeats == 1 else f"seeds {seed}-{seed + repeats - 1}"
 
 
 def split(name: str) -> Callable[[SplitFunction], SplitFunction]:
@@ -122,7 +131,7 @@ def leave_one_share_out(
     )
 
 
-@split("leave-one-model-out")
+@split(NEW_MODEL_SPLIT)
 def leave_one_model_out(
     solo: Sequence[SoloRecord], pairs: Sequence[Group], seed: int
 ) -> list[Fold]:
