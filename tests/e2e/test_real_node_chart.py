@@ -144,6 +144,18 @@ def test_a_hami_pod_runs_under_its_cap_and_share(chart: Chart) -> None:
     node.kubectl("delete", "namespace", ns, "--wait=true", timeout_s=POD_WAIT_S)
 
 
+def wait_regions_collected() -> None:
+    """Wait for the device plugin to remove the regions of the earlier cases' deleted pods
+    (its next scan, every 10 s), so that a case measuring how the runtime splits a GPU
+    starts from a GPU no other region is on (the HAMi case's region once held 30% of it
+    through the first 9 s of the load step's case, when the runtime still counted a
+    finished pod's share)."""
+    deadline = time.monotonic() + REGION_GC_WAIT_S
+    while regions():
+        assert time.monotonic() < deadline, f"regions never removed: {regions()}"
+        time.sleep(1.0)
+
+
 def _runtime_samples(chart: Chart, region: str) -> dict[str, float]:
     """The node runtime's samples of ``region``'s container, scraped through the API
     server's proxy to the node pod's metrics port (waits for the runtime to adopt the
@@ -173,6 +185,7 @@ def test_the_node_runtime_moves_share_within_2_s_of_an_lc_load_step(
     BE share falls, and 99% of the requests after the step meet the 50 ms target."""
     node = chart.node
     ns = namespace(node)
+    wait_regions_collected()  # the GPU holds this case's two regions only
     for manifest in ("be-pod.yaml", "lc-pod.yaml"):
         apply_image(node, ns, manifest, chart_image(chart), tmp_path)
     be, lc = wait_region(ns, "be-trainer"), wait_region(ns, "lc-server")
@@ -305,10 +318,7 @@ def test_helm_uninstall_leaves_the_node_as_it_was(chart: Chart) -> None:
     uninstall``: the release's pods are gone, no
     region is left in the regions folder, nothing is mounted under the chart's host paths,
     and no plugin socket but the kubelet's own is in its device-plugins folder."""
-    deadline = time.monotonic() + REGION_GC_WAIT_S
-    while regions():
-        assert time.monotonic() < deadline, f"regions never removed: {regions()}"
-        time.sleep(1.0)
+    wait_regions_collected()
     chart.uninstall(UNINSTALL_WAIT_S)
     assert regions() == []
     assert node_host.mounts_under(list(HOST_PATHS)) == []
