@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import struct
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -148,6 +149,33 @@ def test_hami_pods_keep_their_share_and_the_others_split_the_rest(
     assert [read_limits(r).share_bp for r in fixed] == [3000, 2000]
     assert read_limits(be).share_bp == 5000
     assert "hami-3000" in runtime.containers  # adopted (seen), never adjusted
+
+
+def test_a_hami_pod_with_no_process_running_holds_no_share(
+    tmp_path: Path, predictor: Predictor
+) -> None:
+    """A pod without an ArkGPU class at 30 percent whose one process ended (a finished HAMi
+    job whose region the device plugin has not removed yet): the BE job gets the whole GPU.
+    Once a process of it runs again it holds its 30 percent and the BE job gets 70."""
+    hami = create_region(tmp_path / "hami", Limits((None,), 3000))
+    write_pod(hami, PodSpec("hami", "be", 0, "unknown", elastic=False))
+    ended = subprocess.Popen(["sleep", "60"])
+    try:
+        attach(hami / USAGE_FILE, ended.pid)
+    finally:
+        ended.kill()
+        ended.wait()
+    be = _region(tmp_path, BE, 1000)
+    runtime = _runtime(tmp_path, predictor)
+    runtime.start()
+    for _ in range(4):
+        runtime.tick()
+    assert read_limits(be).share_bp == 10_000
+    assert read_limits(hami).share_bp == 3000  # its own limits are never rewritten
+    attach(hami / USAGE_FILE, os.getpid())
+    for _ in range(4):
+        runtime.tick()
+    assert read_limits(be).share_bp == 7000
 
 
 def test_nothing_is_written_before_a_process_attaches(tmp_path: Path, predictor: Predictor) -> None:

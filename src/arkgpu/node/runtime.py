@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -156,13 +156,11 @@ class NodeRuntime:
             if self.backstop is not None:
                 self.backstop.check(list(self.containers.values()))
         by_gpu: dict[int, list[Container]] = {}
-        reserved: dict[int, int] = {}
         for c in self.containers.values():
+            refresh(c)
             if c.spec.elastic:
                 by_gpu.setdefault(c.spec.gpu, []).append(c)
-            for gpu in c.spec.gpus or (c.spec.gpu,):
-                if not c.spec.elastic or gpu != c.spec.gpu:  # held: the others split the rest
-                    reserved[gpu] = reserved.get(gpu, 0) + c.limits.share_bp
+        reserved = held_shares(self.containers.values())
         for gpu in sorted(by_gpu):
             self._tick_gpu(gpu, by_gpu[gpu], period, reserved.get(gpu, 0))
         if self.calibration is not None:
@@ -170,8 +168,6 @@ class NodeRuntime:
             self.calibration.note(self.controller.corrections(), specs)
 
     def _tick_gpu(self, gpu: int, mine: list[Container], period: float, reserved: int) -> None:
-        for c in mine:
-            refresh(c)
         live = [c for c in mine if c.active()]
         seen = {c.name: observe(c, period) for c in live}
         obs = GpuObservations(
@@ -227,3 +223,19 @@ class NodeRuntime:
             else:
                 deadline = time.monotonic()
             self.tick()
+
+
+def held_shares(containers: Iterable[Container]) -> dict[int, int]:
+    """Share (basis points) held on each GPU outside its elastic split: a pod without an
+    ArkGPU class on every GPU it has, an elastic pod on its GPUs but the first. A container
+    no process of which runs (none started yet, or all ended) holds nothing, as it holds no
+    slot in its GPU's split: a finished HAMi job's share goes back to the others at once,
+    not when the device plugin removes its region. Reads each container's usage as
+    :func:`~arkgpu.node.observing.refresh` left it this period."""
+    held: dict[int, int] = {}
+    for c in containers:
+        outside = [g for g in c.spec.gpus or (c.spec.gpu,) if not c.spec.elastic or g != c.spec.gpu]
+        if outside and c.active():
+            for gpu in outside:
+                held[gpu] = held.get(gpu, 0) + c.limits.share_bp
+    return held
