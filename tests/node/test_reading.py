@@ -11,6 +11,7 @@ with a :class:`~arkgpu.limiter.untrusted.RegionDataError`.
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from arkgpu.limiter.region import (
     read_usage_file,
 )
 from arkgpu.limiter.untrusted import PID_MAX, RegionDataError, start_ticks
+from arkgpu.node import reading
 from arkgpu.node.reading import UsageReader
 
 
@@ -178,4 +180,42 @@ def test_the_liveness_lock_is_held_while_a_library_process_runs(
     probe.communicate(timeout=60)  # end of input: it exits
     assert probe.returncode == 0
     assert not reader.in_use()
+    reader.close()
+
+
+class _Clock:
+    """A stand-in for the reader's ``time`` module: ``monotonic`` is what the test sets."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_a_process_seen_alive_is_asked_for_again_after_the_recheck_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/proc is asked once per LIVENESS_RECHECK_S for a process it said runs: one that ends is
+    reported alive until then and gone after; a reader that never saw it alive (and the full
+    reader) report it gone at once."""
+    clock = _Clock()
+    monkeypatch.setattr(reading, "time", clock)
+    region = _region(tmp_path)
+    child = subprocess.Popen(["sleep", "60"])
+
+    def slot(u: layout.UsageStruct) -> None:
+        u.procs[2].pid, u.procs[2].start_ticks = child.pid, start_ticks(child.pid)
+
+    _rewrite(region, slot)
+    reader = UsageReader(region / USAGE_FILE)
+    assert [p.alive for p in reader.read().processes] == [True]
+    child.kill()
+    child.wait()
+    clock.now += 0.9 * reading.LIVENESS_RECHECK_S
+    assert [p.alive for p in reader.read().processes] == [True]
+    assert [p.alive for p in UsageReader(region / USAGE_FILE).read().processes] == [False]
+    assert [p.alive for p in read_usage(region).processes] == [False]
+    clock.now += 0.2 * reading.LIVENESS_RECHECK_S
+    assert [p.alive for p in reader.read().processes] == [False]
     reader.close()

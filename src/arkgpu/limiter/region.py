@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from arkgpu.limiter import layout
+from arkgpu.limiter import layout, slots
 from arkgpu.limiter.untrusted import RegionDataError, start_ticks, usage_struct
 from arkgpu.model.shares import SHARE_FULL_BP, check_share_bp
 
@@ -339,19 +339,26 @@ def read_usage_file(path: Path) -> layout.UsageStruct:
 
 
 def process_usage(p: layout.ProcStruct) -> ProcessUsage:
-    """One process slot of the usage region as a record (the node runtime's reader calls it
-    too, after its own checks)."""
-    rows = [list(row) for row in p.bytes]  # [device][kind]
+    """One process slot of the usage region as a record."""
+    return slot_usage(slots.SLOT.unpack(bytes(p)))
+
+
+def slot_usage(values: tuple[int, ...], alive: bool | None = None) -> ProcessUsage:
+    """One process slot, unpacked by :data:`arkgpu.limiter.slots.SLOT`, as a record (the node
+    runtime's reader calls it too, after its own checks); ``alive`` from /proc unless given."""
+    pid = values[slots.PID]
+    if alive is None:
+        alive = start_ticks(pid) == values[slots.START_TICKS]
     return ProcessUsage(
-        int(p.pid),
-        {k: tuple(row[i] for row in rows) for i, k in enumerate(layout.KINDS)},
-        int(p.busy_ns),
-        int(p.launches),
-        int(p.throttled_ns),
-        int(p.oom_refusals),
-        alive=start_ticks(int(p.pid)) == p.start_ticks,
-        in_lock=bool(p.flags & layout.PROC_IN_LOCK),
-        reserve_bytes=tuple(int(x) for x in p.reserve),
+        pid,
+        slots.bytes_by_kind(values),
+        values[slots.BUSY_NS],
+        values[slots.LAUNCHES],
+        values[slots.THROTTLED_NS],
+        values[slots.OOM_REFUSALS],
+        alive=alive,
+        in_lock=bool(values[slots.FLAGS] & layout.PROC_IN_LOCK),
+        reserve_bytes=values[slots.RESERVE],
     )
 
 

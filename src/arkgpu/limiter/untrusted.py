@@ -23,6 +23,8 @@ from arkgpu.limiter import layout
 
 #: The largest pid Linux hands out (``PID_MAX_LIMIT`` on 64-bit kernels).
 PID_MAX = 1 << 22
+STAT_READ = 4096
+"""Bytes of /proc/<pid>/stat read (the line is some 300; a comm of 16 at most)."""
 
 
 class RegionDataError(ValueError):
@@ -93,9 +95,13 @@ def start_ticks(pid: int) -> int:
     process, or a pid this node cannot read."""
     if not 0 < pid < PID_MAX:
         return 0
-    try:
-        stat_line = Path(f"/proc/{pid}/stat").read_text()
-        fields = stat_line[stat_line.rindex(")") + 2 :].split()
-        return 0 if fields[0] in ("Z", "X") else int(fields[19])
+    try:  # os calls, not pathlib: the node runtime asks for every process every period
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            stat_line = os.read(fd, STAT_READ)
+        finally:
+            os.close(fd)
+        fields = stat_line[stat_line.rindex(b")") + 2 :].split()
+        return 0 if fields[0] in (b"Z", b"X") else int(fields[19])
     except (OSError, ValueError, IndexError):
         return 0

@@ -27,15 +27,18 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import itertools
+import operator
 import os
 import stat
 import struct
+import time
 from pathlib import Path
 
-from arkgpu.limiter import layout
+from arkgpu.limiter import layout, slots
 from arkgpu.limiter.latencies import LatencySample
-from arkgpu.limiter.region import ProcessUsage, Usage, process_usage
-from arkgpu.limiter.untrusted import PID_MAX, RegionDataError, check_header
+from arkgpu.limiter.region import ProcessUsage, Usage, slot_usage
+from arkgpu.limiter.untrusted import PID_MAX, RegionDataError, check_header, start_ticks
 
 _U = layout.UsageStruct
 _FLOCK = struct.Struct("hhqqi4x")
@@ -46,9 +49,13 @@ _FIXED = _U.lat.offset
 _ENTRY = ctypes.sizeof(layout.LatencyEntryStruct)
 _ENTRY_FORMAT = struct.Struct("<QQQQ")
 _PROC = ctypes.sizeof(layout.ProcStruct)
-_PIDS = struct.Struct("<" + f"i{_PROC - 4}x" * layout.MAX_PROCS)
+_PIDS = struct.Struct("<" + f"I{_PROC - 4}x" * layout.MAX_PROCS)
 """Every slot's pid in one unpack (the pid is a slot's first field)."""
 _PROCS_AT = _U.procs.offset
+LIVENESS_RECHECK_S = 1.0
+"""How long a process /proc showed alive is taken for alive without asking /proc again
+(a read of /proc/<pid>/stat was a fifth of a control tick's cost at 64 containers): the
+runtime sees a process end up to this late, a process start at once."""
 _INFLIGHT = layout.InflightStruct
 
 
@@ -92,7 +99,19 @@ def _fixed_format() -> tuple[struct.Struct, dict[str, slice]]:
 
 
 _FIXED_FORMAT, _PLACES = _fixed_format()
-_INFLIGHT_NAMES = ("count", "since_ns", "changed_ns", "begun")
+
+
+def _getter(*names: str) -> operator.itemgetter[tuple[int, ...]]:
+    """One C call that picks the scalar fields ``names`` out of an unpacked fixed part (a
+    tuple: two names at least, as itemgetter gives one name's value alone)."""
+    if len(names) < 2:
+        raise AssertionError(f"layout: {names} is not a tuple of fields")
+    return operator.itemgetter(*(_PLACES[name].start for name in names))
+
+
+_INFLIGHT_GET = _getter("count", "since_ns", "changed_ns", "begun")
+_SCALARS_GET = _getter("reclaimed_bytes", "lock_recoveries", "lat_head")
+_DEGRADED_GET = _getter(*layout.DEGRADED_COUNTERS)
 if _ENTRY_FORMAT.size != _ENTRY or _FIXED + layout.LATENCY_SLOTS * _ENTRY != _RECORD:
     raise AssertionError("layout: the latency ring is not the record's last field")
 
@@ -106,6 +125,8 @@ class UsageReader:
         self._name = os.fspath(path)
         self._fd = -1
         self._identity = (0, 0)
+        self._alive_at: dict[tuple[int, int], float] = {}
+        """(pid, start ticks) of each process last seen alive -> when /proc said so."""
 
     def close(self) -> None:
         """Close the file (a later read opens it again)."""
@@ -157,23 +178,24 @@ class UsageReader:
         data = self._pread(_FIXED, 0)
         check_header(data, layout.USAGE_MAGIC, _RECORD, self.path)
         v = _FIXED_FORMAT.unpack_from(data)
-        count, since, changed, begun = (v[_PLACES[k].start] for k in _INFLIGHT_NAMES)
+        count, since, changed, begun = _INFLIGHT_GET(v)
         if since < 0 or changed < 0:
             which = "since_ns" if since < 0 else "changed_ns"
             raise RegionDataError(f"{self.path}: inflight.{which} is negative")
+        reclaimed, recoveries, head = _SCALARS_GET(v)
         return Usage(
             used_bytes=v[_PLACES["used"]],
             busy_ns=v[_PLACES["busy_ns"]],
             reserved_bytes=self._reserved(v),
             processes=self._processes(data),
-            reclaimed_bytes=v[_PLACES["reclaimed_bytes"].start],
-            lock_recoveries=v[_PLACES["lock_recoveries"].start],
-            latency_head=v[_PLACES["lat_head"].start],
+            reclaimed_bytes=reclaimed,
+            lock_recoveries=recoveries,
+            latency_head=head,
             batches_in_flight=count,
             in_flight_since_ns=since,
             in_flight_changed_ns=changed,
             batches_begun=begun,
-            degraded={name: v[_PLACES[name].start] for name in layout.DEGRADED_COUNTERS},
+            degraded=dict(zip(layout.DEGRADED_COUNTERS, _DEGRADED_GET(v), strict=True)),
         )
 
     def _reserved(self, v: tuple[int, ...]) -> tuple[int, ...]:
@@ -183,22 +205,34 @@ class UsageReader:
         return reserved
 
     def _processes(self, data: bytes) -> tuple[ProcessUsage, ...]:
-        pids = _PIDS.unpack_from(data, _PROCS_AT)
-        if not any(pids):
+        pids = _PIDS.unpack_from(data, _PROCS_AT)  # unsigned: a negative pid is >= 2**31
+        highest = max(pids)
+        if not highest:
             return ()
+        if highest >= PID_MAX:
+            i = next(i for i, p in enumerate(pids) if p >= PID_MAX)
+            pid = slots.SLOT.unpack_from(data, _PROCS_AT + i * _PROC)[slots.PID]
+            raise RegionDataError(f"{self.path}: procs[{i}].pid {pid} is not a pid")
         out = []
-        for i, pid in enumerate(pids):
-            if not 0 <= pid < PID_MAX:
-                raise RegionDataError(f"{self.path}: procs[{i}].pid {pid} is not a pid")
-            if pid:
-                slot = layout.ProcStruct.from_buffer_copy(data, _PROCS_AT + i * _PROC)
-                out.append(self._process(i, slot))
+        now, seen = time.monotonic(), self._alive_at
+        self._alive_at = {}
+        for i in itertools.compress(range(len(pids)), pids):  # the slots in use
+            values = slots.SLOT.unpack_from(data, _PROCS_AT + i * _PROC)
+            if slots.held_sum(values) >= 1 << 64:
+                raise RegionDataError(f"{self.path}: procs[{i}].bytes and reserve sum past 2**64")
+            key = (values[slots.PID], values[slots.START_TICKS])
+            out.append(slot_usage(values, self._alive(key, seen.get(key), now)))
         return tuple(out)
 
-    def _process(self, i: int, p: layout.ProcStruct) -> ProcessUsage:
-        if sum(map(sum, p.bytes)) + sum(p.reserve) >= 1 << 64:
-            raise RegionDataError(f"{self.path}: procs[{i}].bytes and reserve sum past 2**64")
-        return process_usage(p)
+    def _alive(self, key: tuple[int, int], checked: float | None, now: float) -> bool:
+        """Whether process ``key`` (pid, start ticks) runs: /proc's answer, reused for
+        :data:`LIVENESS_RECHECK_S` after it said yes (``checked``: when it last did)."""
+        if checked is None or now - checked >= LIVENESS_RECHECK_S:
+            if start_ticks(key[0]) != key[1]:
+                return False
+            checked = now
+        self._alive_at[key] = checked
+        return True
 
     def latencies(self, head: int, after_seq: int) -> list[LatencySample]:
         """Complete samples with sequence number in (``after_seq``, ``head``], oldest first.
