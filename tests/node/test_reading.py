@@ -193,29 +193,37 @@ class _Clock:
         return self.now
 
 
-def test_a_process_seen_alive_is_asked_for_again_after_the_recheck_time(
+def test_the_slots_are_parsed_again_after_the_reread_time_or_when_their_pids_change(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """/proc is asked once per LIVENESS_RECHECK_S for a process it said runs: one that ends is
-    reported alive until then and gone after; a reader that never saw it alive (and the full
-    reader) report it gone at once."""
+    """The process slots parsed once stand for SLOTS_REREAD_S while their pids stay the same:
+    a process that ends holding its slot is reported alive until then and gone after; a
+    process that attaches meanwhile is seen at once (the slots parsed again, /proc asked
+    again); a new reader and the full reader see the ended one gone at once."""
     clock = _Clock()
     monkeypatch.setattr(reading, "time", clock)
     region = _region(tmp_path)
     child = subprocess.Popen(["sleep", "60"])
 
-    def slot(u: layout.UsageStruct) -> None:
-        u.procs[2].pid, u.procs[2].start_ticks = child.pid, start_ticks(child.pid)
+    def slot(u: layout.UsageStruct, i: int, pid: int) -> None:
+        u.procs[i].pid, u.procs[i].start_ticks = pid, start_ticks(pid)
 
-    _rewrite(region, slot)
+    _rewrite(region, lambda u: slot(u, 2, child.pid))
     reader = UsageReader(region / USAGE_FILE)
     assert [p.alive for p in reader.read().processes] == [True]
     child.kill()
     child.wait()
-    clock.now += 0.9 * reading.LIVENESS_RECHECK_S
+    clock.now += 0.5 * reading.SLOTS_REREAD_S
     assert [p.alive for p in reader.read().processes] == [True]
     assert [p.alive for p in UsageReader(region / USAGE_FILE).read().processes] == [False]
     assert [p.alive for p in read_usage(region).processes] == [False]
-    clock.now += 0.2 * reading.LIVENESS_RECHECK_S
-    assert [p.alive for p in reader.read().processes] == [False]
+    _rewrite(region, lambda u: slot(u, 5, os.getpid()))
+    seen = reader.read().processes
+    assert [(p.pid, p.alive) for p in seen] == [(child.pid, False), (os.getpid(), True)]
+    _rewrite(region, lambda u: setattr(u.procs[5], "busy_ns", 99))  # the same pids: reused
+    clock.now += 0.9 * reading.SLOTS_REREAD_S
+    assert [p.busy_ns for p in reader.read().processes] == [0, 0]
+    clock.now += 0.2 * reading.SLOTS_REREAD_S
+    assert [p.busy_ns for p in reader.read().processes] == [0, 99]
+    assert reader.read() == read_usage(region)
     reader.close()

@@ -38,7 +38,7 @@ from pathlib import Path
 from arkgpu.limiter import layout, slots
 from arkgpu.limiter.latencies import LatencySample
 from arkgpu.limiter.region import ProcessUsage, Usage, slot_usage
-from arkgpu.limiter.untrusted import PID_MAX, RegionDataError, check_header, start_ticks
+from arkgpu.limiter.untrusted import PID_MAX, RegionDataError, check_header
 
 _U = layout.UsageStruct
 _FLOCK = struct.Struct("hhqqi4x")
@@ -52,10 +52,12 @@ _PROC = ctypes.sizeof(layout.ProcStruct)
 _PIDS = struct.Struct("<" + f"I{_PROC - 4}x" * layout.MAX_PROCS)
 """Every slot's pid in one unpack (the pid is a slot's first field)."""
 _PROCS_AT = _U.procs.offset
-LIVENESS_RECHECK_S = 1.0
-"""How long a process /proc showed alive is taken for alive without asking /proc again
-(a read of /proc/<pid>/stat was a fifth of a control tick's cost at 64 containers): the
-runtime sees a process end up to this late, a process start at once."""
+SLOTS_REREAD_S = 1.0
+"""How long the process slots parsed from a usage file stand for it while their pids stay
+the same: a slot's counters and its process's liveness (asked of /proc) are up to this old,
+a process that attaches or whose slot is freed is seen at once, one that dies holding its
+slot up to this late. Parsing the slots and asking /proc each period was most of a control
+tick's cost at 64 containers; the record's own counters are read every period."""
 _INFLIGHT = layout.InflightStruct
 
 
@@ -125,8 +127,8 @@ class UsageReader:
         self._name = os.fspath(path)
         self._fd = -1
         self._identity = (0, 0)
-        self._alive_at: dict[tuple[int, int], float] = {}
-        """(pid, start ticks) of each process last seen alive -> when /proc said so."""
+        self._slots: tuple[tuple[int, ...], float, tuple[ProcessUsage, ...]] | None = None
+        """The slots' pids, when they were last parsed, and what that gave."""
 
     def close(self) -> None:
         """Close the file (a later read opens it again)."""
@@ -205,6 +207,8 @@ class UsageReader:
         return reserved
 
     def _processes(self, data: bytes) -> tuple[ProcessUsage, ...]:
+        """The process slots in use: parsed again when their pids change or after
+        :data:`SLOTS_REREAD_S`, else the records parsed last (:data:`SLOTS_REREAD_S`)."""
         pids = _PIDS.unpack_from(data, _PROCS_AT)  # unsigned: a negative pid is >= 2**31
         highest = max(pids)
         if not highest:
@@ -213,26 +217,19 @@ class UsageReader:
             i = next(i for i, p in enumerate(pids) if p >= PID_MAX)
             pid = slots.SLOT.unpack_from(data, _PROCS_AT + i * _PROC)[slots.PID]
             raise RegionDataError(f"{self.path}: procs[{i}].pid {pid} is not a pid")
-        out = []
-        now, seen = time.monotonic(), self._alive_at
-        self._alive_at = {}
-        for i in itertools.compress(range(len(pids)), pids):  # the slots in use
-            values = slots.SLOT.unpack_from(data, _PROCS_AT + i * _PROC)
-            if slots.held_sum(values) >= 1 << 64:
-                raise RegionDataError(f"{self.path}: procs[{i}].bytes and reserve sum past 2**64")
-            key = (values[slots.PID], values[slots.START_TICKS])
-            out.append(slot_usage(values, self._alive(key, seen.get(key), now)))
-        return tuple(out)
+        now, last = time.monotonic(), self._slots
+        if last is not None and last[0] == pids and now - last[1] < SLOTS_REREAD_S:
+            return last[2]
+        found = tuple(self._slot(data, i) for i in itertools.compress(range(len(pids)), pids))
+        self._slots = (pids, now, found)
+        return found
 
-    def _alive(self, key: tuple[int, int], checked: float | None, now: float) -> bool:
-        """Whether process ``key`` (pid, start ticks) runs: /proc's answer, reused for
-        :data:`LIVENESS_RECHECK_S` after it said yes (``checked``: when it last did)."""
-        if checked is None or now - checked >= LIVENESS_RECHECK_S:
-            if start_ticks(key[0]) != key[1]:
-                return False
-            checked = now
-        self._alive_at[key] = checked
-        return True
+    def _slot(self, data: bytes, i: int) -> ProcessUsage:
+        """Process slot ``i`` (its pid set), checked, its liveness asked of /proc."""
+        values = slots.SLOT.unpack_from(data, _PROCS_AT + i * _PROC)
+        if slots.held_sum(values) >= 1 << 64:
+            raise RegionDataError(f"{self.path}: procs[{i}].bytes and reserve sum past 2**64")
+        return slot_usage(values)
 
     def latencies(self, head: int, after_seq: int) -> list[LatencySample]:
         """Complete samples with sequence number in (``after_seq``, ``head``], oldest first.
