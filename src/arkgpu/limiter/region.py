@@ -343,12 +343,10 @@ def process_usage(p: layout.ProcStruct) -> ProcessUsage:
     return slot_usage(slots.SLOT.unpack(bytes(p)))
 
 
-def slot_usage(values: tuple[int, ...], alive: bool | None = None) -> ProcessUsage:
+def slot_usage(values: tuple[int, ...]) -> ProcessUsage:
     """One process slot, unpacked by :data:`arkgpu.limiter.slots.SLOT`, as a record (the node
-    runtime's reader calls it too, after its own checks); ``alive`` from /proc unless given."""
+    runtime's reader calls it too, after its own checks); ``alive`` asked of /proc."""
     pid = values[slots.PID]
-    if alive is None:
-        alive = start_ticks(pid) == values[slots.START_TICKS]
     return ProcessUsage(
         pid,
         slots.bytes_by_kind(values),
@@ -356,7 +354,7 @@ def slot_usage(values: tuple[int, ...], alive: bool | None = None) -> ProcessUsa
         values[slots.LAUNCHES],
         values[slots.THROTTLED_NS],
         values[slots.OOM_REFUSALS],
-        alive=alive,
+        alive=start_ticks(pid) == values[slots.START_TICKS],
         in_lock=bool(values[slots.FLAGS] & layout.PROC_IN_LOCK),
         reserve_bytes=values[slots.RESERVE],
     )
